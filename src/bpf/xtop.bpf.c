@@ -1,0 +1,269 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * xtop's kernel side.
+ *
+ * Event hooks (tp_btf) keep one small `thread_state` per thread in task local
+ * storage: syscall entry, last switch off/on CPU, last wakeup. They do no I/O
+ * and no allocation beyond the first event of a thread.
+ *
+ * Once per interval userspace reads the `dump_tasks` task iterator, which walks
+ * every thread, decides in the kernel whether it is worth reporting, and writes
+ * one `task_sample` (live task fields joined with the tracked state, plus the
+ * kernel stack of off-CPU threads) into the iterator's seq_file.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "xtop.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define TASK_RUNNING         0x0000
+#define TASK_UNINTERRUPTIBLE 0x0002
+#define __TASK_STOPPED       0x0004
+#define __TASK_TRACED        0x0008
+#define TASK_NOLOAD          0x0400
+#define PF_EXITING           0x00000004
+#define PF_KTHREAD           0x00200000
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct thread_state);
+} thread_states SEC(".maps");
+
+/* -p PID,...: thread group ids to report (consulted when pid_filter_on). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} pid_filter SEC(".maps");
+
+/* Scratch record: too large for the 512-byte BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct task_sample);
+} scratch SEC(".maps");
+
+/* Runtime switches, written by userspace through the mmapped .bss. */
+volatile bool emit_all;      /* also report sleeping / idle / parked threads */
+volatile bool pid_filter_on;
+
+/* Lifetime counters of thread_state, so tests can prove exits free them. */
+__u64 states_created;
+__u64 states_freed;
+
+static __always_inline struct thread_state *state_of(struct task_struct *t)
+{
+	struct thread_state *s = bpf_task_storage_get(&thread_states, t, 0, 0);
+
+	/* A dying task must not get fresh storage after sched_process_exit freed it. */
+	if (s || (t->flags & PF_EXITING) || t->pid == 0)
+		return s;
+	s = bpf_task_storage_get(&thread_states, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (s) {
+		s->sc_nr = -1;
+		__sync_fetch_and_add(&states_created, 1);
+	}
+	return s;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
+{
+	struct thread_state *s = state_of(bpf_get_current_task_btf());
+
+	if (!s)
+		return 0;
+	s->sc_nr = id;
+	s->sc_entry_ns = bpf_ktime_get_ns();
+	s->sc_args[0] = PT_REGS_PARM1_CORE_SYSCALL(regs);
+	s->sc_args[1] = PT_REGS_PARM2_CORE_SYSCALL(regs);
+	s->sc_args[2] = PT_REGS_PARM3_CORE_SYSCALL(regs);
+	s->sc_args[3] = PT_REGS_PARM4_CORE_SYSCALL(regs);
+	s->sc_args[4] = PT_REGS_PARM5_CORE_SYSCALL(regs);
+	s->sc_args[5] = PT_REGS_PARM6_CORE_SYSCALL(regs);
+	s->sc_seq++;
+	s->flags |= XF_SC_TRACKED | XF_IN_SYSCALL;
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
+{
+	struct thread_state *s = state_of(bpf_get_current_task_btf());
+
+	if (!s)
+		return 0;
+	s->sc_nr = -1;
+	s->flags = (s->flags & ~XF_IN_SYSCALL) | XF_SC_TRACKED;
+	return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct thread_state *s;
+
+	s = state_of(prev);
+	if (s) {
+		/* Same rule as the kernel's nvcsw/nivcsw accounting. */
+		bool voluntary = !preempt && prev->__state != TASK_RUNNING;
+
+		s->offcpu_ns = now;
+		s->flags = (s->flags & ~XF_VOLUNTARY) | XF_SEEN_SWITCH |
+			   (voluntary ? XF_VOLUNTARY : 0);
+	}
+	s = state_of(next);
+	if (s) {
+		s->oncpu_ns = now;
+		s->flags |= XF_SEEN_SWITCH;
+	}
+	return 0;
+}
+
+static __always_inline int record_wakeup(struct task_struct *p)
+{
+	struct thread_state *s = state_of(p);
+
+	if (s) {
+		s->wakeup_ns = bpf_ktime_get_ns();
+		/* In interrupt context this is the interrupted thread: "who was on CPU". */
+		s->waker_tid = bpf_get_current_pid_tgid();
+		s->flags |= XF_SEEN_WAKEUP;
+	}
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(on_wakeup, struct task_struct *p)
+{
+	return record_wakeup(p);
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(on_wakeup_new, struct task_struct *p)
+{
+	return record_wakeup(p);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct *p)
+{
+	if (bpf_task_storage_delete(&thread_states, p) == 0)
+		__sync_fetch_and_add(&states_freed, 1);
+	return 0;
+}
+
+/* Kernel-side filter: running, runnable, D (not idle), stopped, traced, zombie, dead. */
+static __always_inline bool is_active(__u32 state, __u32 exit_state)
+{
+	if (exit_state || state == TASK_RUNNING)
+		return true;
+	if (state & (__TASK_STOPPED | __TASK_TRACED))
+		return true;
+	return (state & TASK_UNINTERRUPTIBLE) && !(state & TASK_NOLOAD);
+}
+
+static __always_inline void read_user_regs(struct task_struct *task, struct task_sample *r)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+
+	if (!regs)
+		return;
+#if defined(__TARGET_ARCH_x86)
+	r->regs_nr = BPF_CORE_READ(regs, orig_ax);
+#elif defined(__TARGET_ARCH_arm64)
+	r->regs_nr = BPF_CORE_READ(regs, syscallno);
+#else
+	return;
+#endif
+	r->regs_args[0] = PT_REGS_PARM1_CORE_SYSCALL(regs);
+	r->regs_args[1] = PT_REGS_PARM2_CORE_SYSCALL(regs);
+	r->regs_args[2] = PT_REGS_PARM3_CORE_SYSCALL(regs);
+	r->regs_args[3] = PT_REGS_PARM4_CORE_SYSCALL(regs);
+	r->regs_args[4] = PT_REGS_PARM5_CORE_SYSCALL(regs);
+	r->regs_args[5] = PT_REGS_PARM6_CORE_SYSCALL(regs);
+	r->flags |= XF_REGS_VALID;
+}
+
+SEC("iter/task")
+int dump_tasks(struct bpf_iter__task *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct task_struct *task = ctx->task;
+	struct thread_state *s;
+	struct task_sample *r;
+	__u32 zero = 0, tgid, state, exit_state;
+	unsigned int pflags;
+	long len;
+
+	if (!task)
+		return 0;
+	tgid = task->tgid;
+	if (pid_filter_on && !bpf_map_lookup_elem(&pid_filter, &tgid))
+		return 0;
+	state = task->__state;
+	exit_state = task->exit_state;
+	if (!emit_all && !is_active(state, exit_state))
+		return 0;
+	r = bpf_map_lookup_elem(&scratch, &zero);
+	if (!r)
+		return 0;
+	__builtin_memset(r, 0, sizeof(*r) - sizeof(r->kstack));
+
+	pflags = task->flags;
+	r->now_ns = bpf_ktime_get_ns();
+	r->tid = task->pid;
+	r->tgid = tgid;
+	r->state = state;
+	r->exit_state = exit_state;
+	r->start_ns = BPF_CORE_READ(task, group_leader, start_time);
+	r->uid = BPF_CORE_READ(task, cred, euid.val);
+	r->pidns = BPF_CORE_READ(task, nsproxy, pid_ns_for_children, ns.inum);
+	r->cgroup_id = BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, id);
+	r->cpu = BPF_CORE_READ(task, thread_info.cpu);
+	r->regs_nr = -1;
+	r->sc_nr = -1;
+	bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), task->comm);
+	bpf_probe_read_kernel_str(r->pcomm, sizeof(r->pcomm), BPF_CORE_READ(task, group_leader, comm));
+	if (task->on_cpu)
+		r->flags |= XF_ON_CPU;
+	if (task->on_rq)
+		r->flags |= XF_ON_RQ;
+	if (pflags & PF_KTHREAD)
+		r->flags |= XF_KTHREAD;
+
+	s = bpf_task_storage_get(&thread_states, task, 0, 0);
+	if (s) {
+		r->flags |= XF_TRACKED | (s->flags & (XF_SC_TRACKED | XF_IN_SYSCALL | XF_VOLUNTARY |
+						     XF_SEEN_SWITCH | XF_SEEN_WAKEUP));
+		r->sc_nr = s->sc_nr;
+		r->sc_entry_ns = s->sc_entry_ns;
+		r->sc_seq = s->sc_seq;
+		__builtin_memcpy(r->sc_args, s->sc_args, sizeof(r->sc_args));
+		r->offcpu_ns = s->offcpu_ns;
+		r->oncpu_ns = s->oncpu_ns;
+		r->wakeup_ns = s->wakeup_ns;
+		r->waker_tid = s->waker_tid;
+	}
+
+	/* Saved registers and stack are stable only while the thread is off CPU. */
+	len = 0;
+	if (!task->on_cpu && !exit_state) {
+		if (!(pflags & PF_KTHREAD))
+			read_user_regs(task, r);
+		len = bpf_get_task_stack(task, r->kstack, sizeof(r->kstack), 0);
+	}
+	r->kstack_len = len;
+	bpf_seq_write(seq, r, sizeof(*r) - sizeof(r->kstack));
+	if (len > 0 && len <= sizeof(r->kstack))
+		bpf_seq_write(seq, r->kstack, len);
+	return 0;
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Records shared between the BPF programs and the Rust sampler.
+ * The Rust side uses the skeleton's generated copy of `struct task_sample`. */
+#ifndef XTOP_H
+#define XTOP_H
+
+#define XTOP_COMM_LEN 16
+#define XTOP_KSTACK_DEPTH 32
+
+/* flags in task_sample.flags */
+#define XF_ON_CPU        (1 << 0) /* task->on_cpu: currently on a CPU */
+#define XF_ON_RQ         (1 << 1) /* task->on_rq: queued on a run queue */
+#define XF_TRACKED       (1 << 2) /* a per-thread state struct exists */
+#define XF_SC_TRACKED    (1 << 3) /* syscall hooks saw this thread enter or leave a syscall */
+#define XF_IN_SYSCALL    (1 << 4) /* syscall hooks say: inside syscall sc_nr */
+#define XF_REGS_VALID    (1 << 5) /* regs_nr/args come from the task's saved user registers */
+#define XF_VOLUNTARY     (1 << 6) /* last switch away from the CPU was voluntary */
+#define XF_SEEN_SWITCH   (1 << 7) /* sched_switch hooks saw this thread go off or on CPU */
+#define XF_SEEN_WAKEUP   (1 << 8) /* sched_wakeup hooks saw this thread being woken */
+#define XF_KTHREAD       (1 << 9) /* PF_KTHREAD */
+
+/* Long-lived state of one thread, in task local storage (freed with the task). */
+struct thread_state {
+	__u64 sc_entry_ns;     /* bpf_ktime_get_ns() at sys_enter */
+	__u64 sc_args[6];
+	__u64 sc_seq;          /* syscalls entered since tracking began */
+	__u64 offcpu_ns;       /* last switch away from a CPU */
+	__u64 oncpu_ns;        /* last switch onto a CPU */
+	__u64 wakeup_ns;       /* last wakeup */
+	__s32 sc_nr;           /* -1 when not in a syscall */
+	__u32 waker_tid;
+	__u32 flags;           /* XF_SC_TRACKED | XF_IN_SYSCALL | XF_VOLUNTARY | XF_SEEN_* */
+	__u32 _pad;
+};
+
+/* One emitted thread, written by the task iterator into its seq_file. */
+struct task_sample {
+	__u64 now_ns;          /* bpf_ktime_get_ns() when this task was read */
+	__u64 start_ns;        /* task start time (boot-based ns), keys per-process caches */
+	__u64 cgroup_id;
+	__u64 regs_args[6];    /* syscall args from saved user registers */
+	__u64 sc_args[6];      /* syscall args from the sys_enter hook */
+	__u64 sc_entry_ns;
+	__u64 sc_seq;
+	__u64 offcpu_ns;
+	__u64 oncpu_ns;
+	__u64 wakeup_ns;
+	__u32 tid;
+	__u32 tgid;
+	__u32 uid;
+	__u32 pidns;
+	__u32 state;           /* task->__state */
+	__u32 exit_state;
+	__u32 flags;
+	__u32 waker_tid;
+	__s32 sc_nr;           /* from the hooks, valid with XF_IN_SYSCALL */
+	__s32 regs_nr;         /* from saved registers, valid with XF_REGS_VALID; -1: none */
+	__s32 cpu;
+	__s32 kstack_len;      /* bytes of kstack filled, <0 on error */
+	char comm[XTOP_COMM_LEN];
+	char pcomm[XTOP_COMM_LEN];
+	__u64 kstack[XTOP_KSTACK_DEPTH];
+};
+
+#endif

@@ -1,0 +1,241 @@
+//! The one registry of columns ("dimensions"). Group-by (`-g`, the TUI's `g`),
+//! filters (`-w`, `\`), text tables, CSV and JSON all take their columns from here.
+//! Names that exist in xcapture v3's CSV keep its spelling (upper-cased in CSV).
+
+use std::sync::Arc;
+
+use crate::model::{Snapshot, Syscall, ThreadSample};
+use crate::value::Value;
+
+pub type Extract = fn(&Snapshot, &ThreadSample) -> Value;
+
+pub struct Dimension {
+    pub name: &'static str,
+    /// What it is and how to read it.
+    pub description: &'static str,
+    /// Numbers right-align in tables.
+    pub numeric: bool,
+    pub extract: Extract,
+}
+
+impl Dimension {
+    pub fn value(&self, snap: &Snapshot, s: &ThreadSample) -> Value {
+        (self.extract)(snap, s)
+    }
+
+    /// Column name in CSV headers (xcapture's convention).
+    pub fn csv_name(&self) -> String {
+        self.name.to_ascii_uppercase()
+    }
+}
+
+impl std::fmt::Debug for Dimension {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+impl PartialEq for Dimension {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+const fn dim(name: &'static str, numeric: bool, description: &'static str, extract: Extract) -> Dimension {
+    Dimension { name, description, numeric, extract }
+}
+
+fn text(s: &Arc<str>) -> Value {
+    if s.is_empty() {
+        Value::Missing
+    } else {
+        Value::Text(s.clone())
+    }
+}
+
+fn arg(s: &ThreadSample, i: usize) -> Value {
+    match s.syscall {
+        Syscall::In { args, .. } => Value::Hex(args[i]),
+        Syscall::Unknown => Value::Unknown,
+        Syscall::None => Value::Missing,
+    }
+}
+
+fn opt_ns(v: Option<u64>) -> Value {
+    v.map_or(Value::Unknown, |v| Value::Int(v as i64))
+}
+
+/// Every dimension, in the order CSV and JSON write them.
+pub static DIMENSIONS: &[Dimension] = &[
+    dim("timestamp", false, "Time of the sampling pass (local time).", |n, _| Value::Time(n.time_ns)),
+    dim("tid", true, "Thread id.", |_, s| Value::Int(s.tid.into())),
+    dim("tgid", true, "Process id (thread group id).", |_, s| Value::Int(s.tgid.into())),
+    dim("pidns", true, "PID namespace inode: threads in the same container share it.", |_, s| {
+        Value::Int(s.pidns.into())
+    }),
+    dim("cgroup_id", true, "cgroup v2 id of the thread.", |_, s| Value::Int(s.cgroup_id as i64)),
+    dim("cgroup", false, "cgroup v2 path, e.g. /system.slice/nginx.service.", |_, s| text(&s.cgroup)),
+    dim(
+        "state",
+        false,
+        "RUN on a CPU; RUNQ runnable but waiting for a CPU; DISK uninterruptible (usually I/O); \
+         SLEEP; STOPPED; TRACED; ZOMBIE; DEAD; PARKED; IDLE.",
+        |_, s| Value::Name(s.state.name()),
+    ),
+    dim("uid", true, "Effective user id.", |_, s| Value::Int(s.uid.into())),
+    dim("username", false, "Effective user name.", |_, s| text(&s.user)),
+    dim("exe", false, "Executable path of the process.", |_, s| text(&s.process.exe)),
+    dim("comm", false, "Thread name.", |_, s| text(&s.comm)),
+    dim("pcomm", false, "Process name (comm of the main thread).", |_, s| text(&s.process.comm)),
+    dim("cmdline", false, "Command line of the process.", |_, s| text(&s.process.cmdline)),
+    dim(
+        "syscall",
+        false,
+        "System call the thread is in; '-' in user space, '?' when it cannot be told \
+         (running thread without syscall tracking).",
+        |n, s| match s.syscall {
+            Syscall::In { nr, .. } => {
+                n.arch.syscall_name(nr).map_or_else(|| Value::Text(format!("sys_{nr}").into()), Value::Name)
+            }
+            Syscall::None => Value::Missing,
+            Syscall::Unknown => Value::Unknown,
+        },
+    ),
+    dim("syscall_active", true, "1 inside a system call, 0 outside.", |_, s| match s.syscall {
+        Syscall::In { .. } => Value::Int(1),
+        Syscall::None => Value::Int(0),
+        Syscall::Unknown => Value::Unknown,
+    }),
+    dim(
+        "sysc_ns_so_far",
+        true,
+        "Nanoseconds spent in the current system call so far ('?' if it began before tracking).",
+        |_, s| match s.syscall {
+            Syscall::In { ns_so_far, .. } => opt_ns(ns_so_far),
+            Syscall::None => Value::Missing,
+            Syscall::Unknown => Value::Unknown,
+        },
+    ),
+    dim("sysc_seq_num", true, "System calls this thread entered since tracking began.", |_, s| {
+        match s.syscall {
+            Syscall::In { seq, .. } => opt_ns(seq),
+            _ => Value::Missing,
+        }
+    }),
+    dim("sysc_arg1", false, "First system call argument (hex).", |_, s| arg(s, 0)),
+    dim("sysc_arg2", false, "Second system call argument (hex).", |_, s| arg(s, 1)),
+    dim("sysc_arg3", false, "Third system call argument (hex).", |_, s| arg(s, 2)),
+    dim("sysc_arg4", false, "Fourth system call argument (hex).", |_, s| arg(s, 3)),
+    dim("sysc_arg5", false, "Fifth system call argument (hex).", |_, s| arg(s, 4)),
+    dim("sysc_arg6", false, "Sixth system call argument (hex).", |_, s| arg(s, 5)),
+    dim(
+        "kstack_top",
+        false,
+        "Innermost kernel function below the scheduler (like wchan): what an off-CPU thread waits in.",
+        |_, s| match &s.kstack {
+            Some(k) => k.top_frame().map_or(Value::Missing, |f| Value::Text(f.clone())),
+            None => Value::Missing,
+        },
+    ),
+    dim("kstack", false, "Kernel stack of an off-CPU thread, outermost first, ';'-joined.", |_, s| {
+        match &s.kstack {
+            Some(k) => Value::Text(crate::model::folded(&k.frames).into()),
+            None => Value::Missing,
+        }
+    }),
+    dim("kstack_hash", false, "Identity of the kernel stack (joins xcapture_kstacks files).", |_, s| {
+        s.kstack.as_ref().map_or(Value::Missing, |k| Value::Hex(k.hash))
+    }),
+    dim("cpu", true, "CPU the thread is on, or last ran on.", |_, s| Value::Int(s.cpu.into())),
+    dim("kthread", true, "1 for kernel threads.", |_, s| Value::Int(s.kthread.into())),
+    dim(
+        "since_oncpu_ns",
+        true,
+        "Nanoseconds since the thread last got a CPU ('?' if not seen since xtop started).",
+        |_, s| opt_ns(s.since_oncpu_ns),
+    ),
+    dim(
+        "since_offcpu_ns",
+        true,
+        "Nanoseconds since the thread last left a CPU ('?' if not seen since xtop started).",
+        |_, s| opt_ns(s.since_offcpu_ns),
+    ),
+    dim(
+        "switch",
+        false,
+        "How the thread last left a CPU: 'voluntary' (blocked) or 'preempted'.",
+        |_, s| match s.voluntary {
+            Some(true) => Value::Name("voluntary"),
+            Some(false) => Value::Name("preempted"),
+            None => Value::Unknown,
+        },
+    ),
+    dim("since_wakeup_ns", true, "Nanoseconds since the thread was last woken.", |_, s| {
+        opt_ns(s.since_wakeup_ns)
+    }),
+    dim(
+        "waker_tid",
+        true,
+        "Thread on the CPU that issued the last wakeup (0: an interrupt on an idle CPU).",
+        |_, s| s.waker_tid.map_or(Value::Unknown, |t| Value::Int(t.into())),
+    ),
+];
+
+pub const DEFAULT_GROUP_BY: &str = "state,syscall,comm";
+
+pub fn find(name: &str) -> Option<&'static Dimension> {
+    let name = name.trim();
+    DIMENSIONS.iter().find(|d| d.name.eq_ignore_ascii_case(name))
+}
+
+/// Parses a comma-separated list such as `state,syscall,comm`.
+pub fn parse_list(list: &str) -> Result<Vec<&'static Dimension>, String> {
+    list.split(',')
+        .filter(|n| !n.trim().is_empty())
+        .map(|n| find(n).ok_or_else(|| format!("unknown dimension '{}' (see --list-dimensions)", n.trim())))
+        .collect()
+}
+
+/// The `--list-dimensions` text.
+pub fn describe_all() -> String {
+    let width = DIMENSIONS.iter().map(|d| d.name.len()).max().unwrap_or(0);
+    DIMENSIONS
+        .iter()
+        .map(|d| format!("{:width$}  {}\n", d.name, d.description))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn names_are_unique_lowercase_and_documented() {
+        let mut seen = HashSet::new();
+        for d in DIMENSIONS {
+            assert!(seen.insert(d.name), "duplicate {}", d.name);
+            assert_eq!(d.name, d.name.to_ascii_lowercase());
+            assert!(d.description.ends_with('.'), "{}", d.name);
+        }
+    }
+
+    #[test]
+    fn xcapture_columns_keep_their_names() {
+        for c in ["TIMESTAMP", "TID", "TGID", "PIDNS", "CGROUP_ID", "STATE", "USERNAME", "EXE", "COMM", "SYSCALL"] {
+            assert!(DIMENSIONS.iter().any(|d| d.csv_name() == c), "{c}");
+        }
+        for i in 1..=6 {
+            assert!(find(&format!("SYSC_ARG{i}")).is_some());
+        }
+    }
+
+    #[test]
+    fn parse_list_reports_the_bad_name() {
+        let dims = parse_list("state, syscall,comm").unwrap();
+        assert_eq!(dims.iter().map(|d| d.name).collect::<Vec<_>>(), ["state", "syscall", "comm"]);
+        let err = parse_list("state,bogus").unwrap_err();
+        assert!(err.contains("'bogus'"), "{err}");
+        assert!(parse_list(DEFAULT_GROUP_BY).is_ok());
+    }
+}

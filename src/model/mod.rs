@@ -1,0 +1,155 @@
+//! The data xtop passes around: one `Snapshot` per sampling pass, holding one
+//! `ThreadSample` per reported thread. The sampler produces it, recordings
+//! store it, aggregation and the UI read it.
+
+pub mod fixture;
+mod state;
+mod syscalls;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use state::State;
+pub use syscalls::Arch;
+
+/// Facts about the sampled machine and run, fixed for a session.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Session {
+    pub host: String,
+    pub kernel: String,
+    pub arch: Arch,
+    pub ncpus: u32,
+    pub interval: Duration,
+    pub xtop_version: String,
+    /// Capture options as given, e.g. "--all --no-track-syscalls".
+    pub options: String,
+}
+
+/// One sampling pass.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Snapshot {
+    /// Wall-clock time of the pass, ns since the Unix epoch.
+    pub time_ns: u64,
+    /// Time this snapshot stands for (the sampling interval).
+    pub interval: Duration,
+    pub ncpus: u32,
+    /// Architecture whose syscall numbers the samples carry.
+    pub arch: Arch,
+    pub samples: Vec<ThreadSample>,
+    pub cost: PassCost,
+    /// Snapshots the sampler dropped so far because the consumer was behind.
+    pub dropped: u64,
+}
+
+/// What producing a snapshot cost, so xtop's own overhead is never hidden.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PassCost {
+    /// Kernel-side walk of all threads (reading the task iterator).
+    pub walk_ns: u64,
+    /// Userspace decoding, /proc lookups and symbolization.
+    pub decode_ns: u64,
+    /// xtop's own CPU time (user + system, all its threads) since the previous snapshot.
+    pub cpu_ns: u64,
+}
+
+/// Where a thread is with respect to system calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Syscall {
+    /// Not in a syscall (in user space, or a kernel thread).
+    None,
+    /// xtop cannot tell (running thread without syscall tracking).
+    Unknown,
+    In {
+        nr: u32,
+        args: [u64; 6],
+        /// Time in the syscall so far; None when the entry was not observed.
+        ns_so_far: Option<u64>,
+        /// Syscalls this thread entered since tracking began; None untracked.
+        seq: Option<u64>,
+    },
+}
+
+/// A symbolized kernel or user stack, shared by every sample that has it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Stack {
+    /// Hash of the raw addresses: the stack's identity in recordings and exports.
+    pub hash: u64,
+    /// Function names, innermost (leaf) first.
+    pub frames: Vec<Arc<str>>,
+    /// Index in `frames` of the first frame that is not scheduler plumbing
+    /// (what /proc/PID/wchan would show).
+    pub top: usize,
+}
+
+impl Stack {
+    pub fn top_frame(&self) -> Option<&Arc<str>> {
+        self.frames.get(self.top).or_else(|| self.frames.first())
+    }
+}
+
+/// Per-process facts, read once per process and shared by its threads' samples.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Process {
+    pub tgid: u32,
+    /// Process (thread group leader) comm.
+    pub comm: Arc<str>,
+    /// Path of the executable; empty for kernel threads or when unreadable.
+    pub exe: Arc<str>,
+    /// Command line, arguments joined by spaces; empty for kernel threads.
+    pub cmdline: Arc<str>,
+}
+
+/// One thread at one instant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThreadSample {
+    pub tid: u32,
+    pub tgid: u32,
+    pub uid: u32,
+    pub user: Arc<str>,
+    /// Thread name (task comm).
+    pub comm: Arc<str>,
+    pub process: Arc<Process>,
+    pub pidns: u32,
+    pub cgroup_id: u64,
+    pub cgroup: Arc<str>,
+    /// CPU the thread last ran on.
+    pub cpu: u32,
+    pub kthread: bool,
+    pub state: State,
+    pub syscall: Syscall,
+    /// Time since the thread last went off a CPU (None: not seen since xtop started).
+    pub since_offcpu_ns: Option<u64>,
+    /// Time since the thread last came onto a CPU.
+    pub since_oncpu_ns: Option<u64>,
+    /// Whether the last switch off the CPU was voluntary (blocked) or a preemption.
+    pub voluntary: Option<bool>,
+    /// Time since the last wakeup, and who was on the CPU that issued it.
+    pub since_wakeup_ns: Option<u64>,
+    pub waker_tid: Option<u32>,
+    /// Kernel stack of an off-CPU thread.
+    pub kstack: Option<Arc<Stack>>,
+}
+
+impl ThreadSample {
+    pub fn syscall_name(&self, arch: Arch) -> Option<String> {
+        match self.syscall {
+            Syscall::In { nr, .. } => Some(
+                arch.syscall_name(nr)
+                    .map_or_else(|| format!("sys_{nr}"), str::to_string),
+            ),
+            _ => None,
+        }
+    }
+}
+
+/// Frames (leaf first, as stored) as a `root;...;leaf` line, the folded-stack convention.
+pub fn folded(frames: &[Arc<str>]) -> String {
+    let mut out = String::new();
+    for (i, f) in frames.iter().rev().enumerate() {
+        if i > 0 {
+            out.push(';');
+        }
+        out.push_str(f);
+    }
+    out
+}
