@@ -44,7 +44,12 @@ pub fn sample(tid: u32, tgid: u32, comm: &str, state: State, nr: Option<u32>) ->
         kstack: off_cpu.then(|| {
             Arc::new(Stack {
                 hash: 0xfeed,
-                frames: vec!["__schedule".into(), "schedule".into(), "pipe_read".into(), "vfs_read".into()],
+                frames: vec![
+                    "__schedule".into(),
+                    "schedule".into(),
+                    "pipe_read".into(),
+                    "vfs_read".into(),
+                ],
                 top: 2,
             })
         }),
@@ -58,7 +63,11 @@ pub fn snapshot(seq: u64, samples: Vec<ThreadSample>) -> Snapshot {
         ncpus: 2,
         arch: Arch::X86_64,
         samples,
-        cost: PassCost { walk_ns: 50_000, decode_ns: 20_000, cpu_ns: 90_000 },
+        cost: PassCost {
+            walk_ns: 50_000,
+            decode_ns: 20_000,
+            cpu_ns: 90_000,
+        },
         dropped: 0,
     }
 }
