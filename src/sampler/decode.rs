@@ -78,7 +78,10 @@ pub fn syscall_of(r: &RawSample) -> Syscall {
         return Syscall::None;
     }
     if r.flags & XF_REGS_VALID != 0 {
-        if r.regs_nr >= 0 {
+        // A job-control stop happens on the way back to user space: the
+        // registers still name the last syscall, but the thread is not in it.
+        let stopped = State::decode(r.state, r.exit_state, false) == State::Stopped;
+        if r.regs_nr >= 0 && !stopped {
             return Syscall::In {
                 nr: r.regs_nr as u32,
                 args: r.regs_args,
@@ -179,6 +182,9 @@ mod tests {
                 seq: None
             }
         );
+        r.state = 0x104; // SIGSTOPped: signal delivery, not the syscall
+        assert_eq!(syscall_of(&r), Syscall::None);
+        r.state = 0x1;
         r.regs_nr = -1; // interrupted in user space
         assert_eq!(syscall_of(&r), Syscall::None);
         assert_eq!(syscall_of(&raw(XF_ON_CPU)), Syscall::Unknown);
