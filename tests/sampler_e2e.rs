@@ -249,7 +249,7 @@ fn syscall_hooks_time_the_current_syscall() {
         return;
     }
     let _w = workload();
-    let by = sample_live(opts(true), 15);
+    let by = sample_live(SamplerOptions { track_syscalls: true, ..opts(true) }, 15);
     // The sleeper re-enters clock_nanosleep every 200 ms, so the hooks see it
     // and time it: always below the 200 ms sleep plus slack.
     let timed: Vec<u64> = by[w::SLEEP]
@@ -268,6 +268,8 @@ fn batch_csv_reports_known_states() {
     }
     let _w = workload();
     let by = sample_cli(&["-b", "--format", "csv", "-n", "20", "-i", "100ms", "-a"]);
+    assert_known_states(&by, true);
+    let by = sample_cli(&["-b", "--format", "csv", "-n", "20", "-i", "100ms", "-a", "--track-syscalls"]);
     assert_known_states(&by, true);
 }
 
