@@ -20,7 +20,12 @@ fn threads_on_system() -> usize {
         .into_iter()
         .flatten()
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
         .filter_map(|e| std::fs::read_dir(e.path().join("task")).ok())
         .map(|t| t.count())
         .sum()
@@ -64,7 +69,11 @@ impl Drop for Sleepers {
 }
 
 fn pass_cost(all: bool) -> (u64, u64, usize) {
-    let opts = SamplerOptions { interval: Duration::from_millis(100), all, ..Default::default() };
+    let opts = SamplerOptions {
+        interval: Duration::from_millis(100),
+        all,
+        ..Default::default()
+    };
     let s = Sampler::start(opts).expect("BPF must load: run as root");
     let snaps: Vec<_> = (0..25).map(|_| s.receiver().recv().unwrap()).skip(5).collect();
     s.stop().unwrap();
@@ -119,7 +128,10 @@ fn pingpong_ns(rounds: u64) -> f64 {
 }
 
 fn with_xtop<T>(track_syscalls: bool, f: impl FnOnce() -> T) -> T {
-    let opts = SamplerOptions { track_syscalls, ..Default::default() };
+    let opts = SamplerOptions {
+        track_syscalls,
+        ..Default::default()
+    };
     let s = Sampler::start(opts).expect("BPF must load: run as root");
     let r = f();
     s.stop().unwrap();
@@ -131,7 +143,9 @@ fn main() {
         return; // cargo test --benches asks for a listing
     }
     println!("## Sampling pass cost (median of 20 passes)");
-    println!("| extra sleeping threads | threads on box | mode | emitted | walk µs | decode µs | µs per thread |");
+    println!(
+        "| extra sleeping threads | threads on box | mode | emitted | walk µs | decode µs | µs per thread |"
+    );
     println!("|---:|---:|---|---:|---:|---:|---:|");
     for n in [100, 2_000, 10_000] {
         let _s = sleepers(n);
@@ -157,13 +171,18 @@ fn main() {
     println!("| setup | ns per getppid | added ns |");
     println!("|---|---:|---:|");
     println!("| no xtop | {base:.1} | - |");
-    println!("| xtop (default: no syscall hooks) | {untracked:.1} | {:.1} |", untracked - base);
+    println!(
+        "| xtop (default: no syscall hooks) | {untracked:.1} | {:.1} |",
+        untracked - base
+    );
     println!("| xtop --track-syscalls | {tracked:.1} | {:.1} |", tracked - base);
 
     println!("\n## Added cost per context switch (ping-pong on one CPU, best of 3)");
     let rounds = 200_000;
     let base = (0..3).map(|_| pingpong_ns(rounds)).fold(f64::MAX, f64::min);
-    let hooked = with_xtop(false, || (0..3).map(|_| pingpong_ns(rounds)).fold(f64::MAX, f64::min));
+    let hooked = with_xtop(false, || {
+        (0..3).map(|_| pingpong_ns(rounds)).fold(f64::MAX, f64::min)
+    });
     println!("| setup | ns per message | added ns |");
     println!("|---|---:|---:|");
     println!("| no xtop | {base:.0} | - |");

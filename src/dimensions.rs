@@ -225,8 +225,14 @@ pub static DIMENSIONS: &[Dimension] = &[
     dim(
         "since_offcpu_ns",
         true,
-        "Nanoseconds since the thread last left a CPU ('?' if not seen since xtop started).",
-        |_, s| opt_ns(s.since_offcpu_ns),
+        "Nanoseconds an off-CPU thread has been off ('?' if not seen leaving since xtop started).",
+        |_, s| {
+            if s.state == crate::model::State::Run {
+                Value::Missing
+            } else {
+                opt_ns(s.since_offcpu_ns)
+            }
+        },
     ),
     dim(
         "switch",
@@ -239,10 +245,10 @@ pub static DIMENSIONS: &[Dimension] = &[
         },
     ),
     dim(
-        "since_wakeup_ns",
+        "runq_wait_ns",
         true,
-        "Nanoseconds since the thread was last woken.",
-        |_, s| opt_ns(s.since_wakeup_ns),
+        "Nanoseconds a runnable thread has waited in the run queue so far ('-' when not queued).",
+        |_, s| s.runq_wait_ns.map_or(Value::Missing, |v| Value::Int(v as i64)),
     ),
     dim(
         "waker_tid",

@@ -172,13 +172,13 @@ samples  avg_threads     %  state  comm
     fn json_lines_use_null_for_unknown() {
         let mut snap = busy_snapshot(0);
         snap.samples.truncate(1);
-        snap.samples[0].since_wakeup_ns = None;
+        snap.samples[0].since_offcpu_ns = None;
         let mut out = Vec::new();
         write_json_rows(&mut out, &snap).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["tid"], 100);
         assert_eq!(v["state"], "RUN");
-        assert_eq!(v["since_wakeup_ns"], serde_json::Value::Null);
+        assert_eq!(v["since_offcpu_ns"], serde_json::Value::Null);
         assert_eq!(v["syscall"], serde_json::Value::Null);
     }
 }

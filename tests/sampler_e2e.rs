@@ -25,6 +25,7 @@ struct Obs {
     so_far: String,
     /// The human rendering: '-' for no syscall, '?' for unknown.
     shown: String,
+    runq_wait: String,
 }
 
 type ByComm = HashMap<String, Vec<Obs>>;
@@ -63,6 +64,7 @@ fn sample_live(opts: SamplerOptions, passes: usize) -> ByComm {
                 syscall: v("syscall"),
                 so_far: v("sysc_ns_so_far"),
                 shown: get("syscall").value(&snap, s).to_string(),
+                runq_wait: v("runq_wait_ns"),
             };
             by_comm.entry(o.comm.clone()).or_default().push(o);
         }
@@ -114,6 +116,7 @@ fn sample_cli(args: &[&str]) -> ByComm {
             syscall: f[syscall].into(),
             so_far: f[so_far].into(),
             shown: String::new(),
+            runq_wait: f[col("RUNQ_WAIT_NS")].into(),
         };
         by_comm.entry(o.comm.clone()).or_default().push(o);
     }
@@ -249,7 +252,13 @@ fn syscall_hooks_time_the_current_syscall() {
         return;
     }
     let _w = workload();
-    let by = sample_live(SamplerOptions { track_syscalls: true, ..opts(true) }, 15);
+    let by = sample_live(
+        SamplerOptions {
+            track_syscalls: true,
+            ..opts(true)
+        },
+        15,
+    );
     // The sleeper re-enters clock_nanosleep every 200 ms, so the hooks see it
     // and time it: always below the 200 ms sleep plus slack.
     let timed: Vec<u64> = by[w::SLEEP]
@@ -269,7 +278,17 @@ fn batch_csv_reports_known_states() {
     let _w = workload();
     let by = sample_cli(&["-b", "--format", "csv", "-n", "20", "-i", "100ms", "-a"]);
     assert_known_states(&by, true);
-    let by = sample_cli(&["-b", "--format", "csv", "-n", "20", "-i", "100ms", "-a", "--track-syscalls"]);
+    let by = sample_cli(&[
+        "-b",
+        "--format",
+        "csv",
+        "-n",
+        "20",
+        "-i",
+        "100ms",
+        "-a",
+        "--track-syscalls",
+    ]);
     assert_known_states(&by, true);
 }
 

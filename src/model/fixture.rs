@@ -39,7 +39,7 @@ pub fn sample(tid: u32, tgid: u32, comm: &str, state: State, nr: Option<u32>) ->
         since_offcpu_ns: Some(2_000_000),
         since_oncpu_ns: Some(3_000_000),
         voluntary: Some(off_cpu),
-        since_wakeup_ns: Some(2_500_000),
+        runq_wait_ns: matches!(state, State::Runq).then_some(2_500_000),
         waker_tid: Some(1),
         kstack: off_cpu.then(|| {
             Arc::new(Stack {

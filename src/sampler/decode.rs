@@ -97,8 +97,10 @@ pub fn syscall_of(r: &RawSample) -> Syscall {
     Syscall::Unknown
 }
 
+/// Time from `then` to `now` (scheduler clock). The sampling CPU's clock may
+/// trail another CPU's by a few µs, hence saturating.
 fn since(now: u64, then: u64, seen: bool) -> Option<u64> {
-    (seen && then != 0).then(|| now.saturating_sub(then))
+    (seen && now != 0 && then != 0).then(|| now.saturating_sub(then))
 }
 
 pub fn decode(r: &RawSample, procs: &mut ProcCache, syms: &mut KernelSymbols) -> ThreadSample {
@@ -125,10 +127,10 @@ pub fn decode(r: &RawSample, procs: &mut ProcCache, syms: &mut KernelSymbols) ->
         kthread,
         state: State::decode(r.state, r.exit_state, on_cpu),
         syscall: syscall_of(r),
-        since_offcpu_ns: since(r.now_ns, r.offcpu_ns, switch_seen),
-        since_oncpu_ns: since(r.now_ns, r.oncpu_ns, switch_seen),
-        voluntary: (switch_seen && r.offcpu_ns != 0).then_some(r.flags & XF_VOLUNTARY != 0),
-        since_wakeup_ns: since(r.now_ns, r.wakeup_ns, wakeup_seen),
+        since_offcpu_ns: since(r.now_rq, r.offcpu_rq, switch_seen && !on_cpu),
+        since_oncpu_ns: since(r.now_rq, r.last_arrival_rq, true),
+        voluntary: (switch_seen && r.offcpu_rq != 0).then_some(r.flags & XF_VOLUNTARY != 0),
+        runq_wait_ns: since(r.now_rq, r.last_queued_rq, !on_cpu),
         waker_tid: wakeup_seen.then_some(r.waker_tid),
         kstack,
     }
@@ -221,5 +223,11 @@ mod tests {
         assert_eq!(since(10, 4, true), Some(6));
         assert_eq!(since(10, 0, true), None);
         assert_eq!(since(10, 4, false), None);
+        assert_eq!(since(0, 4, true), None, "no scheduler clock: unknown");
+        assert_eq!(
+            since(3, 4, true),
+            Some(0),
+            "clocks of two CPUs may differ slightly"
+        );
     }
 }
