@@ -162,6 +162,15 @@ fn assert_known_states(by: &ByComm, with_sleepers: bool) {
         states(by, w::RUNQ).contains("RUNQ"),
         "3 threads pinned to one CPU never seen waiting"
     );
+    // Waiting for the CPU is timed from the scheduler's own sched_info, below one second
+    // (CFS gives each of three spinners a slice of a few ms).
+    for o in by[w::RUNQ].iter().filter(|o| o.state == "RUNQ") {
+        let wait: u64 = o
+            .runq_wait
+            .parse()
+            .unwrap_or_else(|_| panic!("RUNQ without a wait time: {o:?}"));
+        assert!(wait < 1_000_000_000, "{o:?}");
+    }
     assert_only(by, w::DIO, &["DISK", "RUN", "RUNQ"]);
     assert_syscall(by, w::DIO, "DISK", "pread64");
     assert_only(by, w::STOPPED, &["STOPPED"]);
