@@ -54,6 +54,8 @@ struct {
 volatile bool emit_all;      /* also report sleeping / idle / parked threads */
 volatile bool pid_filter_on;
 volatile __u32 pass_gen;     /* incremented by userspace before each pass */
+__u64 pass_now_ns;            /* clocks read at the first thread of a pass */
+__u64 pass_now_rq;
 
 /* The scheduler's clock (rq->clock) of the CPU a task is on: what sched_info
  * timestamps use. A few plain loads, where bpf_ktime_get_ns() costs ~40 ns.
@@ -240,6 +242,12 @@ int dump_tasks(struct bpf_iter__task *ctx)
 
 	if (!task)
 		return 0;
+	/* One "now" per pass: every thread's durations are measured to the same
+	 * instant, as a snapshot should be (and it saves a clock read per thread). */
+	if (ctx->meta->seq_num == 0) {
+		pass_now_ns = bpf_ktime_get_ns();
+		pass_now_rq = rq_clock_of(bpf_get_current_task_btf());
+	}
 	tgid = task->tgid;
 	if (pid_filter_on && !bpf_map_lookup_elem(&pid_filter, &tgid))
 		return 0;
@@ -253,8 +261,8 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	__builtin_memset(r, 0, sizeof(*r) - sizeof(r->kstack));
 
 	pflags = task->flags;
-	r->now_ns = bpf_ktime_get_ns();
-	r->now_rq = rq_clock_of(bpf_get_current_task_btf());
+	r->now_ns = pass_now_ns;
+	r->now_rq = pass_now_rq;
 	r->last_arrival_rq = task->sched_info.last_arrival;
 	r->last_queued_rq = task->sched_info.last_queued;
 	r->tid = task->pid;

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 pub const SPIN: &str = "xt_spin";
 pub const RUNQ: &str = "xt_runq";
 pub const SLEEP: &str = "xt_sleep";
+/// Sleeps 200 ms at a time: re-enters its syscall while sampled.
+pub const NAP: &str = "xt_nap";
 pub const PIPE: &str = "xt_pipe";
 pub const DIO: &str = "xt_dio";
 pub const STOPPED: &str = "xt_stopped";
@@ -165,7 +167,7 @@ impl Workload {
         );
         let path = make_dio_file(dir);
         spawn(DIO, Box::new(move |s| dio_reader(&path, s)));
-        for _ in 0..threads.len() {
+        for _ in 0..threads.len() + 1 {
             ready_rx.recv().unwrap();
         }
 
