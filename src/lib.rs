@@ -8,4 +8,5 @@ pub mod aggregation;
 pub mod dimensions;
 pub mod model;
 pub mod output;
+pub mod recording;
 pub mod value;
