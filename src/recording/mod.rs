@@ -5,18 +5,26 @@
 //! length-prefixed CRC-checked zstd frames), `session` and `codec` (what the
 //! frames hold), `writer`/`rotate` (appending) and `reader` (streaming back).
 
+pub mod cmd;
 mod codec;
+mod export;
 mod frame;
+pub mod live;
 mod reader;
+mod record;
+mod report;
 mod rotate;
 mod session;
 pub mod synth;
 mod timefmt;
 mod varint;
 mod writer;
+mod xcapture;
 
 pub use frame::VERSION;
+pub use cmd::RecordingCommand;
 pub use reader::{Merged, Reader};
+pub use record::{record_loop, RecordStats};
 pub use rotate::{rotated_path, Rotating};
 pub use writer::{write_file, Writer};
 

@@ -1,8 +1,6 @@
 //! Local-time names and `--from/--to` parsing. libc's localtime_r/mktime use
 //! the system time zone database, as `value::format_local_time` does.
 
-use std::time::Duration;
-
 use anyhow::Result;
 
 const NS: u64 = 1_000_000_000;
@@ -97,11 +95,6 @@ fn parse_local(t: &str) -> Option<u64> {
     Some(secs as u64 * NS + frac_ns)
 }
 
-/// Seconds, for messages: `3600.0s` reads worse than humantime's `1h`.
-pub fn human(d: Duration) -> String {
-    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,6 +116,5 @@ mod tests {
         assert!(parse_bound("2026-13-01T00:00", 0).is_err());
         assert_eq!(compact(T0_NS).len(), 15);
         assert_eq!(hour(T0_NS).len(), 13);
-        assert_eq!(human(Duration::from_millis(3_600_400)), "1h");
     }
 }
