@@ -68,3 +68,6 @@ pub fn read_files(paths: &[PathBuf]) -> Result<Recording> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod cmd_tests;
