@@ -24,11 +24,15 @@ pub fn run_export(args: ExportArgs) -> Result<()> {
         // `&mut w`: the shared writers take a sized `impl Write`.
         ExportFormat::Csv => to_file(out, |mut w| {
             output::write_csv_header(&mut w)?;
-            snaps.into_iter().try_for_each(|s| output::write_csv_rows(&mut w, &s))
+            snaps
+                .into_iter()
+                .try_for_each(|s| output::write_csv_rows(&mut w, &s))
         })?,
-        ExportFormat::Json => {
-            to_file(out, |mut w| snaps.into_iter().try_for_each(|s| output::write_json_rows(&mut w, &s)))?
-        }
+        ExportFormat::Json => to_file(out, |mut w| {
+            snaps
+                .into_iter()
+                .try_for_each(|s| output::write_json_rows(&mut w, &s))
+        })?,
         ExportFormat::Folded => to_file(out, |w| write_folded(w, snaps))?,
     }
     warn_all(&merged.warnings());
@@ -36,11 +40,16 @@ pub fn run_export(args: ExportArgs) -> Result<()> {
 }
 
 /// The filtered snapshots inside `--from/--to`, lazily.
-fn window<'a>(merged: &'a mut Merged, sel: &'a Selection) -> Result<impl Iterator<Item = Snapshot> + 'a> {
+fn window<'a>(
+    merged: &'a mut Merged,
+    sel: &'a Selection,
+) -> Result<impl Iterator<Item = Snapshot> + 'a> {
     let mut it = merged.peekable();
     let start = it.peek().map_or(0, |s| s.time_ns);
     let (from, to) = time_window(sel, start)?;
-    Ok(it.filter(move |s| s.time_ns >= from && s.time_ns < to).map(move |s| filtered(&s, sel)))
+    Ok(it
+        .filter(move |s| s.time_ns >= from && s.time_ns < to)
+        .map(move |s| filtered(&s, sel)))
 }
 
 /// Writes to OUT (mode 0600: samples carry command lines) or stdout for `-`.
@@ -66,7 +75,10 @@ pub fn create_private(path: &Path) -> Result<File> {
 }
 
 /// `root;...;leaf count` per distinct kernel stack, sorted for stable output.
-pub fn write_folded(w: &mut dyn Write, snaps: impl IntoIterator<Item = Snapshot>) -> io::Result<()> {
+pub fn write_folded(
+    w: &mut dyn Write,
+    snaps: impl IntoIterator<Item = Snapshot>,
+) -> io::Result<()> {
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for snap in snaps {
         for s in &snap.samples {

@@ -41,5 +41,7 @@ impl Live {
 /// ```
 pub fn start(opts: LiveOptions) -> Result<Live> {
     let _ = (opts.interval, opts.all, opts.pids, opts.track_syscalls);
-    bail!("this build has no live sampler yet, so it cannot record (report, export and replay work)")
+    bail!(
+        "this build has no live sampler yet, so it cannot record (report, export and replay work)"
+    )
 }

@@ -21,8 +21,8 @@ mod varint;
 mod writer;
 mod xcapture;
 
-pub use frame::VERSION;
 pub use cmd::RecordingCommand;
+pub use frame::VERSION;
 pub use reader::{Merged, Reader};
 pub use record::{record_loop, RecordStats};
 pub use rotate::{rotated_path, Rotating};

@@ -42,19 +42,40 @@ pub fn run_record(args: RecordArgs) -> Result<()> {
         pids: args.pids.clone(),
         track_syscalls: !args.no_track_syscalls,
     })?;
-    let result = record_loop(&args.output, args.rotate, args.duration, &live.session, &live.rx, &stop);
+    let result = record_loop(
+        &args.output,
+        args.rotate,
+        args.duration,
+        &live.session,
+        &live.rx,
+        &stop,
+    );
     live.stop();
     let stats = result?;
-    let files: Vec<String> = stats.files.iter().map(|f| f.display().to_string()).collect();
-    eprintln!("xtop: recorded {} snapshots ({} thread samples) to {}", stats.snapshots, stats.samples, files.join(", "));
+    let files: Vec<String> = stats
+        .files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect();
+    eprintln!(
+        "xtop: recorded {} snapshots ({} thread samples) to {}",
+        stats.snapshots,
+        stats.samples,
+        files.join(", ")
+    );
     if stats.dropped > 0 {
-        eprintln!("xtop: warning: the sampler dropped {} snapshots (recorded in the file)", stats.dropped);
+        eprintln!(
+            "xtop: warning: the sampler dropped {} snapshots (recorded in the file)",
+            stats.dropped
+        );
     }
     Ok(())
 }
 
 fn now_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// Writes snapshots from `rx` until `stop`, the deadline, or the sampler ends.
@@ -105,7 +126,10 @@ pub fn record_loop(
     stats.files = sink.files.clone();
     sink.finish().context("finishing the recording")?;
     if ended {
-        bail!("the sampler stopped unexpectedly; {} snapshots were saved", stats.snapshots);
+        bail!(
+            "the sampler stopped unexpectedly; {} snapshots were saved",
+            stats.snapshots
+        );
     }
     Ok(stats)
 }

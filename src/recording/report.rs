@@ -22,8 +22,13 @@ pub fn run_report(args: ReportArgs) -> Result<()> {
 }
 
 pub fn run_replay(args: ReplayArgs) -> Result<()> {
-    let dims = Dims(dimensions::parse_list(dimensions::DEFAULT_GROUP_BY).map_err(anyhow::Error::msg)?);
-    run_report(ReportArgs { sel: args.sel, group_by: dims, format: Format::Table })
+    let dims =
+        Dims(dimensions::parse_list(dimensions::DEFAULT_GROUP_BY).map_err(anyhow::Error::msg)?);
+    run_report(ReportArgs {
+        sel: args.sel,
+        group_by: dims,
+        format: Format::Table,
+    })
 }
 
 pub fn warn_all(warnings: &[String]) {
@@ -36,7 +41,11 @@ pub fn warn_all(warnings: &[String]) {
 pub fn selected<'a>(rec: &'a Recording, sel: &Selection) -> Result<Vec<&'a Snapshot>> {
     let start = rec.snapshots.first().map_or(0, |s| s.time_ns);
     let (from, to) = time_window(sel, start)?;
-    Ok(rec.snapshots.iter().filter(|s| s.time_ns >= from && s.time_ns < to).collect())
+    Ok(rec
+        .snapshots
+        .iter()
+        .filter(|s| s.time_ns >= from && s.time_ns < to)
+        .collect())
 }
 
 /// A snapshot with only the samples that pass the filters.
@@ -46,7 +55,13 @@ pub fn filtered(snap: &Snapshot, sel: &Selection) -> Snapshot {
     s
 }
 
-pub fn write_report(out: &mut impl Write, rec: &Recording, sel: &Selection, dims: &Dims, format: Format) -> Result<()> {
+pub fn write_report(
+    out: &mut impl Write,
+    rec: &Recording,
+    sel: &Selection,
+    dims: &Dims,
+    format: Format,
+) -> Result<()> {
     let snaps = selected(rec, sel)?;
     match format {
         Format::Table => {

@@ -57,7 +57,11 @@ const SAMPLE_COLUMNS: &[(&str, Src)] = &[
 ];
 
 pub fn samples_header() -> String {
-    SAMPLE_COLUMNS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(",")
+    SAMPLE_COLUMNS
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// xcapture's quoting of free text: `'text'`, inner quotes doubled; empty stays empty.
@@ -86,7 +90,16 @@ impl Columns {
     fn resolve() -> Result<Columns> {
         let samples = SAMPLE_COLUMNS
             .iter()
-            .map(|&(_, src)| Ok((if let Src::Dim(n, _) = src { Some(dim(n)?) } else { None }, src)))
+            .map(|&(_, src)| {
+                Ok((
+                    if let Src::Dim(n, _) = src {
+                        Some(dim(n)?)
+                    } else {
+                        None
+                    },
+                    src,
+                ))
+            })
             .collect::<Result<_>>()?;
         Ok(Columns {
             samples,
@@ -136,7 +149,10 @@ impl Hour {
             } else {
                 o.write(true).truncate(true);
             }
-            let mut w = BufWriter::new(o.open(&path).with_context(|| format!("cannot create {}", path.display()))?);
+            let mut w = BufWriter::new(
+                o.open(&path)
+                    .with_context(|| format!("cannot create {}", path.display()))?,
+            );
             if !again {
                 writeln!(w, "{header}").with_context(|| format!("writing {}", path.display()))?;
             }
@@ -164,7 +180,8 @@ impl Hour {
 
 /// Writes every sample into OUT/xcapture_*_YYYY-MM-DD.HH.csv files.
 pub fn export(dir: &Path, snaps: impl IntoIterator<Item = Snapshot>) -> Result<()> {
-    fs::create_dir_all(dir).with_context(|| format!("cannot create directory {}", dir.display()))?;
+    fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create directory {}", dir.display()))?;
     let cols = Columns::resolve()?;
     let mut begun: HashSet<String> = HashSet::new();
     let mut hour: Option<Hour> = None;
@@ -185,12 +202,22 @@ pub fn export(dir: &Path, snaps: impl IntoIterator<Item = Snapshot>) -> Result<(
             if let Some(k) = &s.kstack {
                 if h.seen_kstacks.insert(k.hash) {
                     let syms = quoted(&cols.kstack.value(&snap, s));
-                    writeln!(h.kstacks, "{},{syms}", cols.kstack_hash.value(&snap, s).plain()).with_context(ctx)?;
+                    writeln!(
+                        h.kstacks,
+                        "{},{syms}",
+                        cols.kstack_hash.value(&snap, s).plain()
+                    )
+                    .with_context(ctx)?;
                 }
             }
             if h.seen_cgroups.insert(s.cgroup_id) {
                 let path = quoted(&cols.cgroup.value(&snap, s));
-                writeln!(h.cgroups, "{},{path}", cols.cgroup_id.value(&snap, s).plain()).with_context(ctx)?;
+                writeln!(
+                    h.cgroups,
+                    "{},{path}",
+                    cols.cgroup_id.value(&snap, s).plain()
+                )
+                .with_context(ctx)?;
             }
         }
     }
