@@ -10,7 +10,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use super::cmd::{time_window, ExportArgs, ExportFormat, Selection};
-use super::report::{filtered, warn_all};
+use super::report::{filtered, quiet_broken_pipe, warn_all};
 use super::{xcapture, Merged};
 use crate::model::{folded, Snapshot};
 use crate::output;
@@ -57,7 +57,7 @@ fn to_file(path: &Path, body: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> 
     let ctx = || format!("writing {}", path.display());
     if path.as_os_str() == "-" {
         let mut out = io::stdout().lock();
-        return body(&mut out).and_then(|()| out.flush()).with_context(ctx);
+        return quiet_broken_pipe(body(&mut out).and_then(|()| out.flush()).with_context(ctx));
     }
     let mut w = BufWriter::new(create_private(path)?);
     body(&mut w).and_then(|()| w.flush()).with_context(ctx)?;

@@ -32,7 +32,7 @@ impl Live {
 /// Loads the BPF programs and starts sampling.
 ///
 /// Once `crate::sampler` is merged, the body becomes:
-/// ```ignore
+/// ```text
 /// use crate::sampler::{Sampler, SamplerOptions};
 /// let s = Sampler::start(SamplerOptions {
 ///     interval: opts.interval, all: opts.all, pids: opts.pids, track_syscalls: opts.track_syscalls,

@@ -17,8 +17,23 @@ pub fn run_report(args: ReportArgs) -> Result<()> {
     let rec = read_files(&args.sel.files)?;
     warn_all(&rec.warnings);
     let mut out = io::stdout().lock();
-    write_report(&mut out, &rec, &args.sel, &args.group_by, args.format)?;
-    Ok(out.flush()?)
+    let written = write_report(&mut out, &rec, &args.sel, &args.group_by, args.format);
+    quiet_broken_pipe(written.and_then(|()| Ok(out.flush()?)))
+}
+
+/// `xtop report ... | head` is a normal use: a closed pipe is not an error.
+pub fn quiet_broken_pipe(r: Result<()>) -> Result<()> {
+    match r {
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<io::Error>()
+                    .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            Ok(())
+        }
+        r => r,
+    }
 }
 
 pub fn run_replay(args: ReplayArgs) -> Result<()> {

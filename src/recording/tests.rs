@@ -272,6 +272,18 @@ fn unwritable_target_is_a_clear_error() {
     );
 }
 
+#[test]
+fn disk_full_is_one_clear_error() {
+    // /dev/full answers every write with ENOSPC (present on any Linux with devtmpfs).
+    let full = Path::new("/dev/full");
+    assert!(full.exists(), "/dev/full missing");
+    let e = format!("{:#}", Writer::create(full, &session()).err().unwrap());
+    assert_eq!(
+        e,
+        "writing /dev/full: No space left on device (os error 28)"
+    );
+}
+
 /// Random damage to a valid recording: never a panic or a hang, and whatever
 /// comes back is exactly what was written (checksums let nothing wrong through).
 #[test]
