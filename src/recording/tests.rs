@@ -198,6 +198,9 @@ fn bad_files_get_one_line_errors() {
     let mut future = frame::file_header().to_vec();
     future[8] = 0xff;
     let e = err(&future);
+    let mut ancient = frame::file_header().to_vec();
+    ancient[8] = 0;
+    assert!(err(&ancient).contains("version 0 is no longer supported"));
     assert!(
         e.contains("version 255 is newer") && e.contains("upgrade"),
         "{e}"

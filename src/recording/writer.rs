@@ -12,16 +12,17 @@ use super::frame::{self, FrameEncoder, FrameReader, KIND_DELTA, KIND_KEY, KIND_S
 use super::session;
 use crate::model::{Session, Snapshot};
 
-/// Frames between key frames: bounds both the tables' memory and what one
+/// Snapshots between key frames: bounds both the tables' memory and what one
 /// damaged frame can take with it (at 1 s, five minutes).
-const KEY_EVERY: u32 = 300;
+const KEY_EVERY: usize = 300;
 
 pub struct Writer {
     file: File,
     path: PathBuf,
     enc: Encoder,
     frames: FrameEncoder,
-    since_key: u32,
+    /// Snapshots written since the last key frame.
+    since_key: usize,
     bytes: u64,
     /// Things the user should know, e.g. a torn tail cut off before appending.
     pub warnings: Vec<String>,
@@ -41,10 +42,7 @@ impl Writer {
             path,
             OpenOptions::new().write(true).create(true).truncate(true),
         )?;
-        let mut w = Writer::on(file, path, 0)?;
-        w.put(&frame::file_header())?;
-        w.write_session(session)?;
-        Ok(w)
+        Writer::start(file, path, session)
     }
 
     /// Continues the recording at `path` (creating it if absent). A torn last
@@ -63,9 +61,15 @@ impl Writer {
             }
             Err(e) => return Err(e),
         };
+        Writer::start(file, path, session)
+    }
+
+    /// Begins a new, empty file.
+    fn start(file: File, path: &Path, session: &Session) -> Result<Writer> {
         let mut w = Writer::on(file, path, 0)?;
         w.put(&frame::file_header())?;
         w.write_session(session)?;
+        sync_dir(path)?; // a power loss must not take the new file's name with it
         Ok(w)
     }
 
@@ -147,7 +151,11 @@ impl Writer {
         let f = self
             .frames
             .frame(if key { KIND_KEY } else { KIND_DELTA }, &payload)?;
-        self.since_key = if key { 1 } else { self.since_key + 1 };
+        self.since_key = if key {
+            snaps.len()
+        } else {
+            self.since_key + snaps.len()
+        };
         if let Err(e) = self.put(&f) {
             // The tables now hold entries the file lacks: start over at a key frame.
             self.since_key = KEY_EVERY;
@@ -203,12 +211,21 @@ pub fn write_file(path: &Path, session: &Session, snaps: &[Snapshot]) -> Result<
             .with_context(|| format!("syncing {}", tmp.display()))?;
         fs::rename(&tmp, path)
             .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
-        File::open(&dir)
-            .and_then(|d| d.sync_all())
-            .with_context(|| format!("syncing {}", dir.display()))
+        sync_dir(path)
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// Makes a new or renamed directory entry durable.
+fn sync_dir(path: &Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("syncing {}", dir.display()))
 }
