@@ -112,11 +112,12 @@ pub fn workload(threads: u32, snapshots: u64, interval: Duration, seed: u64) -> 
             })
         })
         .collect();
-    let mut live: Vec<ThreadSample> = (0..threads)
+    // (role, thread): the role (i % 10) decides how the thread behaves.
+    let mut live: Vec<(u32, ThreadSample)> = (0..threads)
         .map(|i| {
             let p = &procs[(i as usize) % procs.len()];
             let blocked = i % 10 < 5;
-            ThreadSample {
+            let t = ThreadSample {
                 tid: p.tgid + i / procs.len() as u32,
                 tgid: p.tgid,
                 uid: 1000,
@@ -145,17 +146,18 @@ pub fn workload(threads: u32, snapshots: u64, interval: Duration, seed: u64) -> 
                 since_wakeup_ns: Some(3_000_000),
                 waker_tid: Some(1),
                 kstack: blocked.then(|| stacks[1].clone()),
-            }
+            };
+            (i % 10, t)
         })
         .collect();
-    live.sort_by_key(|s| s.tid);
+    live.sort_by_key(|(_, s)| s.tid); // the kernel's task iterator walks in pid order
     let t0 = crate::model::fixture::T0_NS;
     (0..snapshots)
         .map(|n| {
-            for (i, s) in live.iter_mut().enumerate() {
+            for (i, (role, s)) in live.iter_mut().enumerate() {
                 let skew = rng.below(40_000); // where in the pass this thread was read
                 let adv = |v: &mut Option<u64>| *v = v.map(|x| x + step + skew);
-                match i % 10 {
+                match role {
                     // Blocked: nothing happens but time, and rarely a new wait.
                     0..=4 => {
                         [
@@ -227,7 +229,7 @@ pub fn workload(threads: u32, snapshots: u64, interval: Duration, seed: u64) -> 
                 interval,
                 ncpus: 16,
                 arch: Arch::X86_64,
-                samples: live.clone(),
+                samples: live.iter().map(|(_, s)| s.clone()).collect(),
                 cost: PassCost {
                     walk_ns: 300_000 + rng.below(50_000),
                     decode_ns: 150_000 + rng.below(50_000),
