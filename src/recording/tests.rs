@@ -101,6 +101,30 @@ fn write_file_round_trips_fixture_snapshots() {
     );
 }
 
+/// A version-1 file from the first release of the format: every later xtop
+/// must still read it. Regenerate (only while VERSION is 1, e.g. after fixture
+/// changes) with `XTOP_REGEN_GOLDEN=1 cargo test golden`.
+#[test]
+fn reads_the_version_1_golden_file() {
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/recording/testdata/v1.xtop");
+    if std::env::var_os("XTOP_REGEN_GOLDEN").is_some() {
+        write_file(&golden, &session(), &varied()).unwrap();
+    }
+    assert_eq!(
+        fs::read(&golden).unwrap()[8..10],
+        [1, 0],
+        "golden file must stay version 1"
+    );
+    let r = read_one(&golden);
+    assert!(
+        r.warnings.iter().all(|w| w.contains("dropped 3")),
+        "{:?}",
+        r.warnings
+    );
+    assert_eq!(r.session.host, "synth");
+    assert_eq!(r.snapshots, varied());
+}
+
 #[test]
 fn writer_round_trips_across_key_frames() {
     let d = TempDir::new("key");
