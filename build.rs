@@ -16,7 +16,11 @@ fn main() {
     };
     SkeletonBuilder::new()
         .source(SRC)
-        .clang_args([format!("-D__TARGET_ARCH_{arch}"), "-Isrc/bpf".into(), "-Wall".into()])
+        .clang_args([
+            format!("-D__TARGET_ARCH_{arch}"),
+            "-Isrc/bpf".into(),
+            "-Wall".into(),
+        ])
         .build_and_generate(&out)
         .unwrap_or_else(|e| panic!("building {SRC}: {e:#}"));
     println!("cargo:rerun-if-changed=src/bpf");

@@ -25,9 +25,7 @@ fn main() -> anyhow::Result<()> {
     let session = synth::session(interval);
     let dir = std::env::temp_dir().join(format!("xtop-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    println!(
-        "workload: {threads} threads x {snapshots} snapshots at 1 s = {samples} thread samples"
-    );
+    println!("workload: {threads} threads x {snapshots} snapshots at 1 s = {samples} thread samples");
 
     // As `xtop record` writes: one frame per snapshot, fsync at the end.
     let live = dir.join("live.xtop");

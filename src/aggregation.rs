@@ -31,16 +31,26 @@ impl Filter {
         } else if let Some((n, v)) = text.split_once('=') {
             (n, FilterOp::Eq, v)
         } else {
-            return Err(format!("bad filter '{text}': expected DIM=VALUE, DIM!=VALUE or DIM~TEXT"));
+            return Err(format!(
+                "bad filter '{text}': expected DIM=VALUE, DIM!=VALUE or DIM~TEXT"
+            ));
         };
         let dim = dimensions::find(name)
             .ok_or_else(|| format!("bad filter '{text}': unknown dimension '{}'", name.trim()))?;
-        Ok(Filter { dim, op, value: value.trim().to_string() })
+        Ok(Filter {
+            dim,
+            op,
+            value: value.trim().to_string(),
+        })
     }
 
     /// A filter that matches exactly this value (drill-down).
     pub fn exact(dim: &'static Dimension, value: &Value) -> Filter {
-        Filter { dim, op: FilterOp::Eq, value: value.to_string() }
+        Filter {
+            dim,
+            op: FilterOp::Eq,
+            value: value.to_string(),
+        }
     }
 
     pub fn matches(&self, snap: &Snapshot, s: &ThreadSample) -> bool {
@@ -130,10 +140,20 @@ pub fn aggregate<'a>(
     }
     let mut groups: Vec<Group> = groups
         .into_iter()
-        .map(|(key, (samples, weight_s))| Group { key, samples, weight_s })
+        .map(|(key, (samples, weight_s))| Group {
+            key,
+            samples,
+            weight_s,
+        })
         .collect();
     groups.sort_by(|a, b| b.weight_s.total_cmp(&a.weight_s).then_with(|| a.key.cmp(&b.key)));
-    Aggregate { groups, total_samples, total_weight_s, seconds, snapshots }
+    Aggregate {
+        groups,
+        total_samples,
+        total_weight_s,
+        seconds,
+        snapshots,
+    }
 }
 
 #[cfg(test)]
@@ -169,8 +189,14 @@ mod tests {
         let f = [Filter::parse("state=disk").unwrap()];
         let agg = aggregate(&snaps, &dims, &f);
         assert_eq!(agg.total_samples, 3);
-        assert_eq!(agg.groups[0].key, vec![Value::Text("postgres".into()), Value::Name("pread64")]);
-        let f = [Filter::parse("comm~GRES").unwrap(), Filter::parse("state!=RUN").unwrap()];
+        assert_eq!(
+            agg.groups[0].key,
+            vec![Value::Text("postgres".into()), Value::Name("pread64")]
+        );
+        let f = [
+            Filter::parse("comm~GRES").unwrap(),
+            Filter::parse("state!=RUN").unwrap(),
+        ];
         assert_eq!(aggregate(&snaps, &dims, &f).total_samples, 4);
     }
 
@@ -178,7 +204,13 @@ mod tests {
     fn weights_follow_each_snapshot_interval() {
         let mut a = snapshot(0, vec![sample(1, 1, "a", State::Run, None)]);
         a.interval = std::time::Duration::from_millis(500);
-        let b = snapshot(1, vec![sample(1, 1, "a", State::Run, None), sample(2, 2, "b", State::Run, None)]);
+        let b = snapshot(
+            1,
+            vec![
+                sample(1, 1, "a", State::Run, None),
+                sample(2, 2, "b", State::Run, None),
+            ],
+        );
         let agg = aggregate([&a, &b], &parse_list("comm").unwrap(), &[]);
         assert_eq!(agg.seconds, 1.5);
         let g = &agg.groups[0];

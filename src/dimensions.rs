@@ -42,7 +42,12 @@ impl PartialEq for Dimension {
 }
 
 const fn dim(name: &'static str, numeric: bool, description: &'static str, extract: Extract) -> Dimension {
-    Dimension { name, description, numeric, extract }
+    Dimension {
+        name,
+        description,
+        numeric,
+        extract,
+    }
 }
 
 fn text(s: &Arc<str>) -> Value {
@@ -67,14 +72,31 @@ fn opt_ns(v: Option<u64>) -> Value {
 
 /// Every dimension, in the order CSV and JSON write them.
 pub static DIMENSIONS: &[Dimension] = &[
-    dim("timestamp", false, "Time of the sampling pass (local time).", |n, _| Value::Time(n.time_ns)),
+    dim(
+        "timestamp",
+        false,
+        "Time of the sampling pass (local time).",
+        |n, _| Value::Time(n.time_ns),
+    ),
     dim("tid", true, "Thread id.", |_, s| Value::Int(s.tid.into())),
-    dim("tgid", true, "Process id (thread group id).", |_, s| Value::Int(s.tgid.into())),
-    dim("pidns", true, "PID namespace inode: threads in the same container share it.", |_, s| {
-        Value::Int(s.pidns.into())
+    dim("tgid", true, "Process id (thread group id).", |_, s| {
+        Value::Int(s.tgid.into())
     }),
-    dim("cgroup_id", true, "cgroup v2 id of the thread.", |_, s| Value::Int(s.cgroup_id as i64)),
-    dim("cgroup", false, "cgroup v2 path, e.g. /system.slice/nginx.service.", |_, s| text(&s.cgroup)),
+    dim(
+        "pidns",
+        true,
+        "PID namespace inode: threads in the same container share it.",
+        |_, s| Value::Int(s.pidns.into()),
+    ),
+    dim("cgroup_id", true, "cgroup v2 id of the thread.", |_, s| {
+        Value::Int(s.cgroup_id as i64)
+    }),
+    dim(
+        "cgroup",
+        false,
+        "cgroup v2 path, e.g. /system.slice/nginx.service.",
+        |_, s| text(&s.cgroup),
+    ),
     dim(
         "state",
         false,
@@ -84,28 +106,43 @@ pub static DIMENSIONS: &[Dimension] = &[
     ),
     dim("uid", true, "Effective user id.", |_, s| Value::Int(s.uid.into())),
     dim("username", false, "Effective user name.", |_, s| text(&s.user)),
-    dim("exe", false, "Executable path of the process.", |_, s| text(&s.process.exe)),
+    dim("exe", false, "Executable path of the process.", |_, s| {
+        text(&s.process.exe)
+    }),
     dim("comm", false, "Thread name.", |_, s| text(&s.comm)),
-    dim("pcomm", false, "Process name (comm of the main thread).", |_, s| text(&s.process.comm)),
-    dim("cmdline", false, "Command line of the process.", |_, s| text(&s.process.cmdline)),
+    dim(
+        "pcomm",
+        false,
+        "Process name (comm of the main thread).",
+        |_, s| text(&s.process.comm),
+    ),
+    dim("cmdline", false, "Command line of the process.", |_, s| {
+        text(&s.process.cmdline)
+    }),
     dim(
         "syscall",
         false,
         "System call the thread is in; '-' in user space, '?' when it cannot be told \
          (running thread without syscall tracking).",
         |n, s| match s.syscall {
-            Syscall::In { nr, .. } => {
-                n.arch.syscall_name(nr).map_or_else(|| Value::Text(format!("sys_{nr}").into()), Value::Name)
-            }
+            Syscall::In { nr, .. } => n
+                .arch
+                .syscall_name(nr)
+                .map_or_else(|| Value::Text(format!("sys_{nr}").into()), Value::Name),
             Syscall::None => Value::Missing,
             Syscall::Unknown => Value::Unknown,
         },
     ),
-    dim("syscall_active", true, "1 inside a system call, 0 outside.", |_, s| match s.syscall {
-        Syscall::In { .. } => Value::Int(1),
-        Syscall::None => Value::Int(0),
-        Syscall::Unknown => Value::Unknown,
-    }),
+    dim(
+        "syscall_active",
+        true,
+        "1 inside a system call, 0 outside.",
+        |_, s| match s.syscall {
+            Syscall::In { .. } => Value::Int(1),
+            Syscall::None => Value::Int(0),
+            Syscall::Unknown => Value::Unknown,
+        },
+    ),
     dim(
         "sysc_ns_so_far",
         true,
@@ -116,18 +153,39 @@ pub static DIMENSIONS: &[Dimension] = &[
             Syscall::Unknown => Value::Unknown,
         },
     ),
-    dim("sysc_seq_num", true, "System calls this thread entered since tracking began.", |_, s| {
-        match s.syscall {
+    dim(
+        "sysc_seq_num",
+        true,
+        "System calls this thread entered since tracking began.",
+        |_, s| match s.syscall {
             Syscall::In { seq, .. } => opt_ns(seq),
             _ => Value::Missing,
-        }
+        },
+    ),
+    dim("sysc_arg1", false, "First system call argument (hex).", |_, s| {
+        arg(s, 0)
     }),
-    dim("sysc_arg1", false, "First system call argument (hex).", |_, s| arg(s, 0)),
-    dim("sysc_arg2", false, "Second system call argument (hex).", |_, s| arg(s, 1)),
-    dim("sysc_arg3", false, "Third system call argument (hex).", |_, s| arg(s, 2)),
-    dim("sysc_arg4", false, "Fourth system call argument (hex).", |_, s| arg(s, 3)),
-    dim("sysc_arg5", false, "Fifth system call argument (hex).", |_, s| arg(s, 4)),
-    dim("sysc_arg6", false, "Sixth system call argument (hex).", |_, s| arg(s, 5)),
+    dim(
+        "sysc_arg2",
+        false,
+        "Second system call argument (hex).",
+        |_, s| arg(s, 1),
+    ),
+    dim("sysc_arg3", false, "Third system call argument (hex).", |_, s| {
+        arg(s, 2)
+    }),
+    dim(
+        "sysc_arg4",
+        false,
+        "Fourth system call argument (hex).",
+        |_, s| arg(s, 3),
+    ),
+    dim("sysc_arg5", false, "Fifth system call argument (hex).", |_, s| {
+        arg(s, 4)
+    }),
+    dim("sysc_arg6", false, "Sixth system call argument (hex).", |_, s| {
+        arg(s, 5)
+    }),
     dim(
         "kstack_top",
         false,
@@ -137,17 +195,27 @@ pub static DIMENSIONS: &[Dimension] = &[
             None => Value::Missing,
         },
     ),
-    dim("kstack", false, "Kernel stack of an off-CPU thread, outermost first, ';'-joined.", |_, s| {
-        match &s.kstack {
+    dim(
+        "kstack",
+        false,
+        "Kernel stack of an off-CPU thread, outermost first, ';'-joined.",
+        |_, s| match &s.kstack {
             Some(k) => Value::Text(crate::model::folded(&k.frames).into()),
             None => Value::Missing,
-        }
+        },
+    ),
+    dim(
+        "kstack_hash",
+        false,
+        "Identity of the kernel stack (joins xcapture_kstacks files).",
+        |_, s| s.kstack.as_ref().map_or(Value::Missing, |k| Value::Hex(k.hash)),
+    ),
+    dim("cpu", true, "CPU the thread is on, or last ran on.", |_, s| {
+        Value::Int(s.cpu.into())
     }),
-    dim("kstack_hash", false, "Identity of the kernel stack (joins xcapture_kstacks files).", |_, s| {
-        s.kstack.as_ref().map_or(Value::Missing, |k| Value::Hex(k.hash))
+    dim("kthread", true, "1 for kernel threads.", |_, s| {
+        Value::Int(s.kthread.into())
     }),
-    dim("cpu", true, "CPU the thread is on, or last ran on.", |_, s| Value::Int(s.cpu.into())),
-    dim("kthread", true, "1 for kernel threads.", |_, s| Value::Int(s.kthread.into())),
     dim(
         "since_oncpu_ns",
         true,
@@ -157,8 +225,14 @@ pub static DIMENSIONS: &[Dimension] = &[
     dim(
         "since_offcpu_ns",
         true,
-        "Nanoseconds since the thread last left a CPU ('?' if not seen since xtop started).",
-        |_, s| opt_ns(s.since_offcpu_ns),
+        "Nanoseconds an off-CPU thread has been off ('?' if not seen leaving since xtop started).",
+        |_, s| {
+            if s.state == crate::model::State::Run {
+                Value::Missing
+            } else {
+                opt_ns(s.since_offcpu_ns)
+            }
+        },
     ),
     dim(
         "switch",
@@ -170,9 +244,12 @@ pub static DIMENSIONS: &[Dimension] = &[
             None => Value::Unknown,
         },
     ),
-    dim("since_wakeup_ns", true, "Nanoseconds since the thread was last woken.", |_, s| {
-        opt_ns(s.since_wakeup_ns)
-    }),
+    dim(
+        "runq_wait_ns",
+        true,
+        "Nanoseconds a runnable thread has waited in the run queue so far ('-' when not queued).",
+        |_, s| s.runq_wait_ns.map_or(Value::Missing, |v| Value::Int(v as i64)),
+    ),
     dim(
         "waker_tid",
         true,
@@ -222,7 +299,18 @@ mod tests {
 
     #[test]
     fn xcapture_columns_keep_their_names() {
-        for c in ["TIMESTAMP", "TID", "TGID", "PIDNS", "CGROUP_ID", "STATE", "USERNAME", "EXE", "COMM", "SYSCALL"] {
+        for c in [
+            "TIMESTAMP",
+            "TID",
+            "TGID",
+            "PIDNS",
+            "CGROUP_ID",
+            "STATE",
+            "USERNAME",
+            "EXE",
+            "COMM",
+            "SYSCALL",
+        ] {
             assert!(DIMENSIONS.iter().any(|d| d.csv_name() == c), "{c}");
         }
         for i in 1..=6 {
@@ -233,7 +321,10 @@ mod tests {
     #[test]
     fn parse_list_reports_the_bad_name() {
         let dims = parse_list("state, syscall,comm").unwrap();
-        assert_eq!(dims.iter().map(|d| d.name).collect::<Vec<_>>(), ["state", "syscall", "comm"]);
+        assert_eq!(
+            dims.iter().map(|d| d.name).collect::<Vec<_>>(),
+            ["state", "syscall", "comm"]
+        );
         let err = parse_list("state,bogus").unwrap_err();
         assert!(err.contains("'bogus'"), "{err}");
         assert!(parse_list(DEFAULT_GROUP_BY).is_ok());

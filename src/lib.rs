@@ -1,12 +1,16 @@
 //! xtop: active session history for Linux threads.
 //!
 //! `sampler` reads the kernel (BPF) into `model::Snapshot`s; `dimensions` is the
-//! one registry of columns; `aggregation` groups samples; `output` writes text,
-//! CSV and JSON; `ui` is the terminal front end.
+//! one registry of columns; `aggregation` groups and filters samples; `output`
+//! writes tables, CSV and JSON; `batch` is `xtop -b`.
 
 pub mod aggregation;
+pub mod batch;
+pub mod cli;
 pub mod dimensions;
 pub mod model;
 pub mod output;
 pub mod recording;
+pub mod sampler;
+pub mod symbols;
 pub mod value;

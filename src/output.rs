@@ -33,11 +33,20 @@ pub fn write_table(out: &mut impl Write, agg: &Aggregate, dims: &[&Dimension]) -
         .collect();
     let mut header = vec!["samples", "avg_threads", "%"];
     header.extend(dims.iter().map(|d| d.name));
-    let numeric: Vec<bool> = [true, true, true].into_iter().chain(dims.iter().map(|d| d.numeric)).collect();
+    let numeric: Vec<bool> = [true, true, true]
+        .into_iter()
+        .chain(dims.iter().map(|d| d.numeric))
+        .collect();
     let widths: Vec<usize> = header
         .iter()
         .enumerate()
-        .map(|(i, h)| rows.iter().map(|r| r[i].chars().count()).chain([h.len()]).max().unwrap_or(0))
+        .map(|(i, h)| {
+            rows.iter()
+                .map(|r| r[i].chars().count())
+                .chain([h.len()])
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let last = header.len() - 1;
     let line = |out: &mut dyn Write, cells: &[&str]| -> io::Result<()> {
@@ -99,15 +108,17 @@ pub fn json_value(v: &Value) -> serde_json::Value {
     }
 }
 
-/// One JSON object per thread sample (JSON lines), every registry column.
+/// One JSON object per thread sample (JSON lines), every registry column in registry order.
 pub fn write_json_rows(out: &mut impl Write, snap: &Snapshot) -> io::Result<()> {
+    let mut line = String::new();
     for s in &snap.samples {
-        let obj: serde_json::Map<String, serde_json::Value> = DIMENSIONS
-            .iter()
-            .map(|d| (d.name.to_string(), json_value(&d.value(snap, s))))
-            .collect();
-        serde_json::to_writer(&mut *out, &obj)?;
-        writeln!(out)?;
+        line.clear();
+        for (i, d) in DIMENSIONS.iter().enumerate() {
+            line.push(if i == 0 { '{' } else { ',' });
+            line.push_str(&format!("\"{}\":{}", d.name, json_value(&d.value(snap, s))));
+        }
+        line.push('}');
+        writeln!(out, "{line}")?;
     }
     Ok(())
 }
@@ -161,13 +172,13 @@ samples  avg_threads     %  state  comm
     fn json_lines_use_null_for_unknown() {
         let mut snap = busy_snapshot(0);
         snap.samples.truncate(1);
-        snap.samples[0].since_wakeup_ns = None;
+        snap.samples[0].since_offcpu_ns = None;
         let mut out = Vec::new();
         write_json_rows(&mut out, &snap).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["tid"], 100);
         assert_eq!(v["state"], "RUN");
-        assert_eq!(v["since_wakeup_ns"], serde_json::Value::Null);
+        assert_eq!(v["since_offcpu_ns"], serde_json::Value::Null);
         assert_eq!(v["syscall"], serde_json::Value::Null);
     }
 }

@@ -39,12 +39,17 @@ pub fn sample(tid: u32, tgid: u32, comm: &str, state: State, nr: Option<u32>) ->
         since_offcpu_ns: Some(2_000_000),
         since_oncpu_ns: Some(3_000_000),
         voluntary: Some(off_cpu),
-        since_wakeup_ns: Some(2_500_000),
+        runq_wait_ns: matches!(state, State::Runq).then_some(2_500_000),
         waker_tid: Some(1),
         kstack: off_cpu.then(|| {
             Arc::new(Stack {
                 hash: 0xfeed,
-                frames: vec!["__schedule".into(), "schedule".into(), "pipe_read".into(), "vfs_read".into()],
+                frames: vec![
+                    "__schedule".into(),
+                    "schedule".into(),
+                    "pipe_read".into(),
+                    "vfs_read".into(),
+                ],
                 top: 2,
             })
         }),
@@ -58,7 +63,11 @@ pub fn snapshot(seq: u64, samples: Vec<ThreadSample>) -> Snapshot {
         ncpus: 2,
         arch: Arch::X86_64,
         samples,
-        cost: PassCost { walk_ns: 50_000, decode_ns: 20_000, cpu_ns: 90_000 },
+        cost: PassCost {
+            walk_ns: 50_000,
+            decode_ns: 20_000,
+            cpu_ns: 90_000,
+        },
         dropped: 0,
     }
 }

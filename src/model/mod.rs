@@ -123,8 +123,9 @@ pub struct ThreadSample {
     pub since_oncpu_ns: Option<u64>,
     /// Whether the last switch off the CPU was voluntary (blocked) or a preemption.
     pub voluntary: Option<bool>,
-    /// Time since the last wakeup, and who was on the CPU that issued it.
-    pub since_wakeup_ns: Option<u64>,
+    /// How long a runnable thread has been queued for a CPU (None when not queued).
+    pub runq_wait_ns: Option<u64>,
+    /// Who was on the CPU that issued the last wakeup.
     pub waker_tid: Option<u32>,
     /// Kernel stack of an off-CPU thread.
     pub kstack: Option<Arc<Stack>>,

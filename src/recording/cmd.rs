@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Result};
 
 use crate::aggregation::Filter;
+use crate::cli::SamplingArgs;
 use crate::dimensions;
 use crate::output::Format;
 
@@ -41,21 +42,11 @@ pub struct RecordArgs {
     /// Stop after this long (e.g. 30s, 2h); default: until SIGINT/SIGTERM.
     #[arg(short, long, value_parser = humantime::parse_duration)]
     pub duration: Option<Duration>,
-    /// Sampling interval.
-    #[arg(short, long, default_value = "1s", value_parser = humantime::parse_duration)]
-    pub interval: Duration,
-    /// Record every thread, not only active ones.
-    #[arg(short, long)]
-    pub all: bool,
-    /// Only these processes (comma-separated PIDs).
-    #[arg(short, long, value_delimiter = ',', value_name = "PID,...")]
-    pub pids: Vec<u32>,
     /// Start a new file every period (e.g. 1h), named FILE's stem + -YYYYmmdd-HHMMSS.
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub rotate: Option<Duration>,
-    /// Do not hook syscall entry/exit (less overhead; no time-in-syscall).
-    #[arg(long)]
-    pub no_track_syscalls: bool,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
 }
 
 /// Which samples of the recordings to look at.

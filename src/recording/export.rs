@@ -40,10 +40,7 @@ pub fn run_export(args: ExportArgs) -> Result<()> {
 }
 
 /// The filtered snapshots inside `--from/--to`, lazily.
-fn window<'a>(
-    merged: &'a mut Merged,
-    sel: &'a Selection,
-) -> Result<impl Iterator<Item = Snapshot> + 'a> {
+fn window<'a>(merged: &'a mut Merged, sel: &'a Selection) -> Result<impl Iterator<Item = Snapshot> + 'a> {
     let mut it = merged.peekable();
     let start = it.peek().map_or(0, |s| s.time_ns);
     let (from, to) = time_window(sel, start)?;
@@ -75,10 +72,7 @@ pub fn create_private(path: &Path) -> Result<File> {
 }
 
 /// `root;...;leaf count` per distinct kernel stack, sorted for stable output.
-pub fn write_folded(
-    w: &mut dyn Write,
-    snaps: impl IntoIterator<Item = Snapshot>,
-) -> io::Result<()> {
+pub fn write_folded(w: &mut dyn Write, snaps: impl IntoIterator<Item = Snapshot>) -> io::Result<()> {
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for snap in snaps {
         for s in &snap.samples {

@@ -62,9 +62,7 @@ pub fn check_header(h: &[u8]) -> Result<u16> {
         bail!("recording format version {v} is newer than this xtop reads (up to {VERSION}); upgrade xtop");
     }
     if v < MIN_VERSION {
-        bail!(
-            "recording format version {v} is no longer supported (oldest readable: {MIN_VERSION})"
-        );
+        bail!("recording format version {v} is no longer supported (oldest readable: {MIN_VERSION})");
     }
     Ok(v)
 }

@@ -9,7 +9,6 @@ pub mod cmd;
 mod codec;
 mod export;
 mod frame;
-pub mod live;
 mod reader;
 mod record;
 mod report;

@@ -52,9 +52,9 @@ impl Reader {
                         .with_context(|| format!("{name}: bad session header"))?
                 }
                 Some(_) => continue, // damaged start: the session frame was lost, try the next one
-                None => anyhow::bail!(
-                    "{name}: no intact session header (recording interrupted at its start?)"
-                ),
+                None => {
+                    anyhow::bail!("{name}: no intact session header (recording interrupted at its start?)")
+                }
             }
         };
         let mut r = Reader {
@@ -214,9 +214,7 @@ impl Merged {
 
     pub fn warnings(&self) -> Vec<String> {
         let mut w = self.extra_warnings.clone();
-        self.readers
-            .iter()
-            .for_each(|r| w.extend_from_slice(&r.warnings));
+        self.readers.iter().for_each(|r| w.extend_from_slice(&r.warnings));
         w
     }
 }
@@ -228,7 +226,7 @@ impl Iterator for Merged {
         let mut best: Option<(usize, u64)> = None;
         for (k, r) in self.readers.iter_mut().enumerate() {
             if let Some(t) = r.peek_time() {
-                if best.map_or(true, |(_, bt)| t < bt) {
+                if best.is_none_or(|(_, bt)| t < bt) {
                     best = Some((k, t));
                 }
             }

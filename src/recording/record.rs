@@ -11,9 +11,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
 use super::cmd::RecordArgs;
-use super::live::{self, LiveOptions};
 use super::Rotating;
 use crate::model::{Session, Snapshot};
+use crate::sampler::Sampler;
 
 /// How often written frames are forced to disk: bounds loss on power failure.
 const SYNC_EVERY: Duration = Duration::from_secs(10);
@@ -27,6 +27,8 @@ pub struct RecordStats {
     /// Snapshots the sampler dropped because the writer was behind.
     pub dropped: u64,
     pub files: Vec<PathBuf>,
+    /// The sampler closed its channel: it stopped on its own.
+    pub sampler_ended: bool,
 }
 
 pub fn run_record(args: RecordArgs) -> Result<()> {
@@ -36,27 +38,32 @@ pub fn run_record(args: RecordArgs) -> Result<()> {
         signal_hook::flag::register_conditional_shutdown(sig, 1, stop.clone())?;
         signal_hook::flag::register(sig, stop.clone())?;
     }
-    let live = live::start(LiveOptions {
-        interval: args.interval,
-        all: args.all,
-        pids: args.pids.clone(),
-        track_syscalls: !args.no_track_syscalls,
-    })?;
+    let sampler = Sampler::start(args.sampling.options())?;
+    for w in sampler.warnings() {
+        eprintln!("xtop: warning: {w}");
+    }
+    let session = sampler.session().clone();
     let result = record_loop(
         &args.output,
         args.rotate,
         args.duration,
-        &live.session,
-        &live.rx,
+        &session,
+        sampler.receiver(),
         &stop,
     );
-    live.stop();
-    let stats = result?;
-    let files: Vec<String> = stats
-        .files
-        .iter()
-        .map(|f| f.display().to_string())
-        .collect();
+    // The sampler's own error says why a recording ended early; it goes first.
+    let stopped = sampler.stop();
+    let stats = match (result, stopped) {
+        (Ok(stats), Ok(())) => stats,
+        (Ok(stats), Err(e)) => {
+            return Err(e.context(format!(
+                "sampling failed after {} snapshots were saved",
+                stats.snapshots
+            )))
+        }
+        (Err(e), _) => return Err(e),
+    };
+    let files: Vec<String> = stats.files.iter().map(|f| f.display().to_string()).collect();
     eprintln!(
         "xtop: recorded {} snapshots ({} thread samples) to {}",
         stats.snapshots,
@@ -65,8 +72,14 @@ pub fn run_record(args: RecordArgs) -> Result<()> {
     );
     if stats.dropped > 0 {
         eprintln!(
-            "xtop: warning: the sampler dropped {} snapshots (recorded in the file)",
+            "xtop: warning: the sampler dropped {} snapshots (the count is in the file)",
             stats.dropped
+        );
+    }
+    if stats.sampler_ended {
+        bail!(
+            "the sampler stopped unexpectedly; {} snapshots were saved",
+            stats.snapshots
         );
     }
     Ok(())
@@ -78,7 +91,8 @@ fn now_ns() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// Writes snapshots from `rx` until `stop`, the deadline, or the sampler ends.
+/// Writes snapshots from `rx` until `stop`, the deadline, or the sampler ends
+/// (then `sampler_ended` is set).
 pub fn record_loop(
     out: &Path,
     rotate: Option<Duration>,
@@ -124,12 +138,7 @@ pub fn record_loop(
         write(&mut sink, snap, &mut stats)?;
     }
     stats.files = sink.files.clone();
+    stats.sampler_ended = ended;
     sink.finish().context("finishing the recording")?;
-    if ended {
-        bail!(
-            "the sampler stopped unexpectedly; {} snapshots were saved",
-            stats.snapshots
-        );
-    }
     Ok(stats)
 }

@@ -37,8 +37,7 @@ pub fn quiet_broken_pipe(r: Result<()>) -> Result<()> {
 }
 
 pub fn run_replay(args: ReplayArgs) -> Result<()> {
-    let dims =
-        Dims(dimensions::parse_list(dimensions::DEFAULT_GROUP_BY).map_err(anyhow::Error::msg)?);
+    let dims = Dims(dimensions::parse_list(dimensions::DEFAULT_GROUP_BY).map_err(anyhow::Error::msg)?);
     run_report(ReportArgs {
         sel: args.sel,
         group_by: dims,

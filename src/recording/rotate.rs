@@ -35,12 +35,7 @@ pub fn rotated_path(base: &Path, start_ns: u64) -> PathBuf {
 
 impl Rotating {
     /// Opens the file for `now_ns` right away, so a bad path fails before sampling starts.
-    pub fn open(
-        base: &Path,
-        period: Option<Duration>,
-        session: &Session,
-        now_ns: u64,
-    ) -> Result<Rotating> {
+    pub fn open(base: &Path, period: Option<Duration>, session: &Session, now_ns: u64) -> Result<Rotating> {
         let period_ns = period.map(|p| p.as_nanos() as u64);
         if period_ns.is_some_and(|p| p < 1_000_000_000) {
             bail!("--rotate period must be at least 1s");

@@ -41,16 +41,11 @@ pub fn decode(payload: &[u8]) -> Result<Session> {
     let mut i = In::new(payload);
     for _ in 0..i.count()? {
         let (k, v) = (i.str()?, i.str()?);
-        let num = || {
-            v.parse::<u64>()
-                .map_err(|_| anyhow!("bad session value {k}={v}"))
-        };
+        let num = || v.parse::<u64>().map_err(|_| anyhow!("bad session value {k}={v}"));
         match k {
             "host" => s.host = v.into(),
             "kernel" => s.kernel = v.into(),
-            "arch" => {
-                s.arch = Arch::from_name(v).ok_or_else(|| anyhow!("unknown architecture '{v}'"))?
-            }
+            "arch" => s.arch = Arch::from_name(v).ok_or_else(|| anyhow!("unknown architecture '{v}'"))?,
             "ncpus" => s.ncpus = num()? as u32,
             "interval_ns" => s.interval = Duration::from_nanos(num()?),
             "xtop_version" => s.xtop_version = v.into(),

@@ -5,9 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::model::{
-    Arch, PassCost, Process, Session, Snapshot, Stack, State, Syscall, ThreadSample,
-};
+use crate::model::{Arch, PassCost, Process, Session, Snapshot, Stack, State, Syscall, ThreadSample};
 
 /// xorshift64*: tiny, seedable, good enough for test data and fuzzing.
 pub struct Rng(u64);
@@ -143,7 +141,7 @@ pub fn workload(threads: u32, snapshots: u64, interval: Duration, seed: u64) -> 
                 since_offcpu_ns: Some(1_000_000),
                 since_oncpu_ns: Some(2_000_000),
                 voluntary: Some(blocked),
-                since_wakeup_ns: Some(3_000_000),
+                runq_wait_ns: None,
                 waker_tid: Some(1),
                 kstack: blocked.then(|| stacks[1].clone()),
             };
@@ -160,18 +158,11 @@ pub fn workload(threads: u32, snapshots: u64, interval: Duration, seed: u64) -> 
                 match role {
                     // Blocked: nothing happens but time, and rarely a new wait.
                     0..=4 => {
-                        [
-                            &mut s.since_offcpu_ns,
-                            &mut s.since_oncpu_ns,
-                            &mut s.since_wakeup_ns,
-                        ]
-                        .into_iter()
-                        .for_each(adv);
+                        [&mut s.since_offcpu_ns, &mut s.since_oncpu_ns]
+                            .into_iter()
+                            .for_each(adv);
                         if let Syscall::In {
-                            ns_so_far,
-                            seq,
-                            args,
-                            ..
+                            ns_so_far, seq, args, ..
                         } = &mut s.syscall
                         {
                             adv(ns_so_far);
@@ -180,7 +171,7 @@ pub fn workload(threads: u32, snapshots: u64, interval: Duration, seed: u64) -> 
                                 *seq = seq.map(|q| q + 1 + rng.below(100));
                                 args[2] = rng.below(4);
                                 s.since_offcpu_ns = *ns_so_far;
-                                s.since_wakeup_ns = Some(rng.below(step) + step);
+                                s.since_oncpu_ns = ns_so_far.map(|v| v + rng.below(50_000));
                             }
                         }
                     }
@@ -193,6 +184,7 @@ pub fn workload(threads: u32, snapshots: u64, interval: Duration, seed: u64) -> 
                         };
                         s.since_oncpu_ns = Some(rng.below(4_000_000));
                         s.since_offcpu_ns = Some(rng.below(8_000_000));
+                        s.runq_wait_ns = (s.state == State::Runq).then(|| rng.below(3_000_000));
                         s.voluntary = Some(false);
                         if rng.below(8) == 0 {
                             s.cpu = rng.below(16) as u32;
@@ -216,8 +208,8 @@ pub fn workload(threads: u32, snapshots: u64, interval: Duration, seed: u64) -> 
                         } else {
                             Syscall::None
                         };
-                        s.kstack = (s.state == State::Disk)
-                            .then(|| stacks[rng.below(2) as usize * 3].clone());
+                        s.kstack =
+                            (s.state == State::Disk).then(|| stacks[rng.below(2) as usize * 3].clone());
                         s.since_offcpu_ns = Some(rng.below(2_000_000));
                         s.since_oncpu_ns = Some(rng.below(1_000_000));
                         s.voluntary = Some(true);

@@ -40,7 +40,7 @@ pub(crate) fn varied() -> Vec<Snapshot> {
     let mut snaps: Vec<Snapshot> = (0..20).map(busy_snapshot).collect();
     let s = &mut snaps[3].samples[0];
     s.syscall = Syscall::Unknown;
-    s.since_wakeup_ns = None;
+    s.runq_wait_ns = Some(7);
     s.waker_tid = None;
     s.voluntary = None;
     snaps[4].samples[1].syscall = Syscall::In {
@@ -91,14 +91,8 @@ fn write_file_round_trips_fixture_snapshots() {
         p.display()
     );
     assert_eq!(r.warnings, [dropped]);
-    assert_eq!(
-        fs::metadata(&p).unwrap().permissions().mode() & 0o777,
-        0o600
-    );
-    assert!(
-        fs::read_dir(&d.0).unwrap().count() == 1,
-        "temp file left behind"
-    );
+    assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+    assert!(fs::read_dir(&d.0).unwrap().count() == 1, "temp file left behind");
 }
 
 /// A version-1 file from the first release of the format: every later xtop
@@ -136,10 +130,7 @@ fn writer_round_trips_across_key_frames() {
     let r = read_one(&p);
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
     assert_eq!(r.snapshots, snaps);
-    assert_eq!(
-        fs::metadata(&p).unwrap().permissions().mode() & 0o777,
-        0o600
-    );
+    assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
 }
 
 #[test]
@@ -200,9 +191,7 @@ fn flipped_byte_costs_frames_not_the_file() {
     assert!(r.snapshots.iter().all(|s| snaps.contains(s)));
     assert!(r.snapshots.last() == snaps.last());
     assert!(
-        r.warnings
-            .iter()
-            .any(|w| w.contains("corrupt data at byte")),
+        r.warnings.iter().any(|w| w.contains("corrupt data at byte")),
         "{:?}",
         r.warnings
     );
@@ -225,10 +214,7 @@ fn bad_files_get_one_line_errors() {
     let mut ancient = frame::file_header().to_vec();
     ancient[8] = 0;
     assert!(err(&ancient).contains("version 0 is no longer supported"));
-    assert!(
-        e.contains("version 255 is newer") && e.contains("upgrade"),
-        "{e}"
-    );
+    assert!(e.contains("version 255 is newer") && e.contains("upgrade"), "{e}");
     assert!(err(&frame::file_header()).contains("no intact session header"));
     let missing = format!("{:#}", read_files(&[d.join("nope")]).unwrap_err());
     assert!(
@@ -257,9 +243,7 @@ fn rotation_names_files_by_period_and_reads_back_merged() {
     assert_eq!(files, want);
     let name = files[1].file_name().unwrap().to_str().unwrap().to_string();
     assert!(
-        name.starts_with("rec-")
-            && name.ends_with(".xtop")
-            && name.len() == "rec-YYYYmmdd-HHMMSS.xtop".len()
+        name.starts_with("rec-") && name.ends_with(".xtop") && name.len() == "rec-YYYYmmdd-HHMMSS.xtop".len()
     );
     for f in &files {
         assert_eq!(fs::metadata(f).unwrap().permissions().mode() & 0o777, 0o600);
@@ -280,18 +264,13 @@ fn unwritable_target_is_a_clear_error() {
             .err()
             .unwrap()
     );
-    assert!(
-        e.contains("cannot open") && e.contains("no/such/dir"),
-        "{e}"
-    );
+    assert!(e.contains("cannot open") && e.contains("no/such/dir"), "{e}");
     let e = format!("{:#}", Writer::append(&d.0, &session()).err().unwrap());
     assert!(!e.is_empty());
     fs::write(d.join("notes.txt"), "hello world, not a recording").unwrap();
     let e = format!(
         "{:#}",
-        Writer::append(&d.join("notes.txt"), &session())
-            .err()
-            .unwrap()
+        Writer::append(&d.join("notes.txt"), &session()).err().unwrap()
     );
     assert!(
         e.contains("refusing to append") && e.contains("not an xtop recording"),
@@ -305,10 +284,7 @@ fn disk_full_is_one_clear_error() {
     let full = Path::new("/dev/full");
     assert!(full.exists(), "/dev/full missing");
     let e = format!("{:#}", Writer::create(full, &session()).err().unwrap());
-    assert_eq!(
-        e,
-        "writing /dev/full: No space left on device (os error 28)"
-    );
+    assert_eq!(e, "writing /dev/full: No space left on device (os error 28)");
 }
 
 /// Random damage to a valid recording: never a panic or a hang, and whatever

@@ -48,9 +48,7 @@ pub fn parse_bound(text: &str, start_ns: u64) -> Result<u64> {
         return Ok(start_ns + d.as_nanos() as u64);
     }
     parse_local(t).ok_or_else(|| {
-        anyhow::anyhow!(
-            "bad time '{t}': expected YYYY-MM-DDTHH:MM[:SS] (local time) or an offset like 10m"
-        )
+        anyhow::anyhow!("bad time '{t}': expected YYYY-MM-DDTHH:MM[:SS] (local time) or an offset like 10m")
     })
 }
 
@@ -76,11 +74,7 @@ fn parse_local(t: &str) -> Option<u64> {
     tm.tm_min = num(c[1])?;
     tm.tm_sec = c.get(2).map_or(Some(0), |s| num(s))?;
     tm.tm_isdst = -1; // let mktime decide whether summer time applies
-    if !(0..12).contains(&tm.tm_mon)
-        || !(1..=31).contains(&tm.tm_mday)
-        || tm.tm_hour > 23
-        || tm.tm_min > 59
-    {
+    if !(0..12).contains(&tm.tm_mon) || !(1..=31).contains(&tm.tm_mday) || tm.tm_hour > 23 || tm.tm_min > 59 {
         return None;
     }
     let secs = unsafe { libc::mktime(&mut tm) };
@@ -109,10 +103,7 @@ mod tests {
         assert_eq!(parse_bound("10m", T0_NS).unwrap(), T0_NS + 600 * NS);
         assert_eq!(parse_bound("1h 30s", 0).unwrap(), 3630 * NS);
         let err = parse_bound("yesterday", 0).unwrap_err().to_string();
-        assert!(
-            err.contains("'yesterday'") && err.contains("offset"),
-            "{err}"
-        );
+        assert!(err.contains("'yesterday'") && err.contains("offset"), "{err}");
         assert!(parse_bound("2026-13-01T00:00", 0).is_err());
         assert_eq!(compact(T0_NS).len(), 15);
         assert_eq!(hour(T0_NS).len(), 13);

@@ -38,20 +38,14 @@ fn open_private(path: &Path, opts: &mut OpenOptions) -> Result<File> {
 impl Writer {
     /// Starts a new recording at `path`, replacing any file there.
     pub fn create(path: &Path, session: &Session) -> Result<Writer> {
-        let file = open_private(
-            path,
-            OpenOptions::new().write(true).create(true).truncate(true),
-        )?;
+        let file = open_private(path, OpenOptions::new().write(true).create(true).truncate(true))?;
         Writer::start(file, path, session)
     }
 
     /// Continues the recording at `path` (creating it if absent). A torn last
     /// frame left by a crash is cut off first, so the new frames follow intact ones.
     pub fn append(path: &Path, session: &Session) -> Result<Writer> {
-        let file = match open_private(
-            path,
-            OpenOptions::new().read(true).write(true).create_new(true),
-        ) {
+        let file = match open_private(path, OpenOptions::new().read(true).write(true).create_new(true)) {
             Ok(f) => f,
             Err(e)
                 if e.downcast_ref::<std::io::Error>()
@@ -195,11 +189,7 @@ pub fn write_file(path: &Path, session: &Session, snaps: &[Snapshot]) -> Result<
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    let tmp = dir.join(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id()));
     let result = (|| {
         let mut w = Writer::create(&tmp, session)?;
         // Batches of 60 snapshots: better compression, still small frames.

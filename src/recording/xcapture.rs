@@ -180,8 +180,7 @@ impl Hour {
 
 /// Writes every sample into OUT/xcapture_*_YYYY-MM-DD.HH.csv files.
 pub fn export(dir: &Path, snaps: impl IntoIterator<Item = Snapshot>) -> Result<()> {
-    fs::create_dir_all(dir)
-        .with_context(|| format!("cannot create directory {}", dir.display()))?;
+    fs::create_dir_all(dir).with_context(|| format!("cannot create directory {}", dir.display()))?;
     let cols = Columns::resolve()?;
     let mut begun: HashSet<String> = HashSet::new();
     let mut hour: Option<Hour> = None;
@@ -189,7 +188,7 @@ pub fn export(dir: &Path, snaps: impl IntoIterator<Item = Snapshot>) -> Result<(
     let ctx = || format!("writing xcapture files in {}", dir.display());
     for snap in snaps {
         let key = timefmt::hour(snap.time_ns);
-        if hour.as_ref().map_or(true, |h| h.key != key) {
+        if hour.as_ref().is_none_or(|h| h.key != key) {
             if let Some(h) = hour.take() {
                 h.finish().with_context(ctx)?;
             }
@@ -202,22 +201,13 @@ pub fn export(dir: &Path, snaps: impl IntoIterator<Item = Snapshot>) -> Result<(
             if let Some(k) = &s.kstack {
                 if h.seen_kstacks.insert(k.hash) {
                     let syms = quoted(&cols.kstack.value(&snap, s));
-                    writeln!(
-                        h.kstacks,
-                        "{},{syms}",
-                        cols.kstack_hash.value(&snap, s).plain()
-                    )
-                    .with_context(ctx)?;
+                    writeln!(h.kstacks, "{},{syms}", cols.kstack_hash.value(&snap, s).plain())
+                        .with_context(ctx)?;
                 }
             }
             if h.seen_cgroups.insert(s.cgroup_id) {
                 let path = quoted(&cols.cgroup.value(&snap, s));
-                writeln!(
-                    h.cgroups,
-                    "{},{path}",
-                    cols.cgroup_id.value(&snap, s).plain()
-                )
-                .with_context(ctx)?;
+                writeln!(h.cgroups, "{},{path}", cols.cgroup_id.value(&snap, s).plain()).with_context(ctx)?;
             }
         }
     }

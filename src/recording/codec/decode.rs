@@ -154,9 +154,7 @@ impl Decoder {
         s.cpu = if mask & M_CPU != 0 { i.u32()? } else { p.cpu };
         s.state = if mask & M_STATE != 0 {
             let k = i.u8()? as usize;
-            *State::ALL
-                .get(k)
-                .ok_or_else(|| anyhow!("unknown state {k}"))?
+            *State::ALL.get(k).ok_or_else(|| anyhow!("unknown state {k}"))?
         } else {
             p.state
         };
@@ -192,11 +190,7 @@ impl Decoder {
         let mut t = [None; 4];
         for (k, bit) in M_TIMES.iter().enumerate() {
             let pred = predict(p.times[k], dt, skew);
-            t[k] = if mask & bit != 0 {
-                get_opt(i, pred)?
-            } else {
-                pred
-            };
+            t[k] = if mask & bit != 0 { get_opt(i, pred)? } else { pred };
         }
         s.voluntary = if mask & M_VOLUNTARY != 0 {
             match i.u8()? {
@@ -214,11 +208,7 @@ impl Decoder {
         } else {
             p.waker
         };
-        let ks = if mask & M_KSTACK != 0 {
-            i.uv()?
-        } else {
-            p.kstack
-        };
+        let ks = if mask & M_KSTACK != 0 { i.uv()? } else { p.kstack };
         s.kstack = match ks {
             0 => None,
             k => Some(
@@ -237,7 +227,7 @@ impl Decoder {
             },
             other => other,
         };
-        [s.since_offcpu_ns, s.since_oncpu_ns, s.since_wakeup_ns] = [t[0], t[1], t[2]];
+        [s.since_offcpu_ns, s.since_oncpu_ns, s.runq_wait_ns] = [t[0], t[1], t[2]];
         let prev = Prev {
             time_ns,
             cpu: s.cpu,
@@ -283,7 +273,7 @@ impl Decoder {
             since_offcpu_ns: None,
             since_oncpu_ns: None,
             voluntary: None,
-            since_wakeup_ns: None,
+            runq_wait_ns: None,
             waker_tid: None,
             kstack: None,
         }

@@ -111,10 +111,7 @@ impl Encoder {
         let ids: Vec<u32> = st.frames.iter().map(|f| self.string(f)).collect();
         let id = self.nstacks;
         self.nstacks += 1;
-        self.stacks
-            .entry(st.hash)
-            .or_default()
-            .push((st.clone(), id));
+        self.stacks.entry(st.hash).or_default().push((st.clone(), id));
         let d = &mut self.defs;
         d.stacks.buf.extend_from_slice(&st.hash.to_le_bytes());
         d.stacks.uv(st.top as u64);
@@ -141,13 +138,7 @@ impl Encoder {
     fn snapshot(&mut self, o: &mut Out, snap: &Snapshot) {
         let prev = self.snap.take();
         let (ptime, pint, pcpus, parch, pdrop) = match &prev {
-            Some(p) => (
-                p.time_ns,
-                Some(p.interval),
-                p.ncpus,
-                Some(p.arch),
-                p.dropped,
-            ),
+            Some(p) => (p.time_ns, Some(p.interval), p.ncpus, Some(p.arch), p.dropped),
             None => (0, None, 0, None, 0),
         };
         o.iv(snap.time_ns.wrapping_sub(ptime) as i64);
@@ -257,10 +248,7 @@ impl Encoder {
             mask |= M_WAKER;
             put_opt(&mut fields, s.waker_tid.map(u64::from), None);
         }
-        let ks = s
-            .kstack
-            .as_ref()
-            .map_or(0, |k| u64::from(self.stack(k)) + 1);
+        let ks = s.kstack.as_ref().map_or(0, |k| u64::from(self.stack(k)) + 1);
         if ks != p.kstack {
             mask |= M_KSTACK;
             fields.uv(ks);

@@ -39,13 +39,13 @@ const M_SEQ: u64 = 1 << 4;
 const M_SKEW: u64 = 1 << 5;
 const M_OFFCPU: u64 = 1 << 6;
 const M_ONCPU: u64 = 1 << 7;
-const M_WAKEUP: u64 = 1 << 8;
+const M_RUNQ: u64 = 1 << 8;
 const M_SCNS: u64 = 1 << 9;
 const M_VOLUNTARY: u64 = 1 << 10;
 const M_WAKER: u64 = 1 << 11;
 const M_KSTACK: u64 = 1 << 12;
 /// The four "time since X" fields advance with the clock while nothing happens.
-const M_TIMES: [u64; 4] = [M_OFFCPU, M_ONCPU, M_WAKEUP, M_SCNS];
+const M_TIMES: [u64; 4] = [M_OFFCPU, M_ONCPU, M_RUNQ, M_SCNS];
 
 /// What a thread looked like in its previous sample, as both sides see it.
 #[derive(Clone)]
@@ -82,7 +82,7 @@ fn times(s: &ThreadSample) -> [Option<u64>; 4] {
         Syscall::In { ns_so_far, .. } => ns_so_far,
         _ => None,
     };
-    [s.since_offcpu_ns, s.since_oncpu_ns, s.since_wakeup_ns, ns]
+    [s.since_offcpu_ns, s.since_oncpu_ns, s.runq_wait_ns, ns]
 }
 
 fn seq(s: &Syscall) -> Option<u64> {

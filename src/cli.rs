@@ -1,0 +1,111 @@
+//! Command-line interface: flags shared by live modes, and argument parsing helpers.
+
+use std::time::Duration;
+
+use clap::{Args, Parser};
+
+use crate::output::Format;
+use crate::sampler::SamplerOptions;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "xtop",
+    version,
+    about = "Active session history for Linux threads: what every thread is doing, second by second"
+)]
+pub struct Cli {
+    /// Batch mode: print text each interval instead of the interactive screen.
+    #[arg(short = 'b', long)]
+    pub batch: bool,
+    /// Batch mode: stop after COUNT intervals.
+    #[arg(short = 'n', long, value_name = "COUNT")]
+    pub count: Option<u64>,
+    /// Group by these dimensions (comma-separated; see --list-dimensions).
+    #[arg(short = 'g', long = "group-by", value_name = "DIMS", default_value = crate::dimensions::DEFAULT_GROUP_BY)]
+    pub group_by: String,
+    /// Only samples matching DIM=VALUE, DIM!=VALUE or DIM~TEXT (repeatable).
+    #[arg(short = 'w', long = "where", value_name = "FILTER")]
+    pub filters: Vec<String>,
+    /// Batch output: an aggregated table per interval, or one CSV row / JSON line per thread sample.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// List the dimensions usable in -g, -w and exports, and exit.
+    #[arg(long)]
+    pub list_dimensions: bool,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    /// record, report, export, replay (see `xtop help COMMAND`).
+    #[command(subcommand)]
+    pub command: Option<crate::recording::RecordingCommand>,
+}
+
+/// Flags of every mode that samples the live system.
+#[derive(Args, Debug, Clone)]
+pub struct SamplingArgs {
+    /// Sampling interval, e.g. 1s, 500ms, 5m (100ms to 1h).
+    #[arg(short = 'i', long, value_name = "DUR", default_value = "1s", value_parser = parse_interval)]
+    pub interval: Duration,
+    /// Also report sleeping and idle threads, not just active ones.
+    #[arg(short = 'a', long)]
+    pub all: bool,
+    /// Only these processes (comma-separated PIDs).
+    #[arg(short = 'p', long = "pid", value_name = "PID,...", value_delimiter = ',')]
+    pub pids: Vec<u32>,
+    /// Hook syscall entry/exit: adds time-in-syscall and the syscall of threads
+    /// running on a CPU, at ~100 ns per syscall (see README). Off by default: the
+    /// syscall of every off-CPU thread is read from its saved registers for free.
+    #[arg(long, overrides_with = "no_track_syscalls")]
+    pub track_syscalls: bool,
+    /// Do not hook syscall entry/exit (the default).
+    #[arg(long, overrides_with = "track_syscalls")]
+    pub no_track_syscalls: bool,
+}
+
+impl SamplingArgs {
+    pub fn options(&self) -> SamplerOptions {
+        SamplerOptions {
+            interval: self.interval,
+            all: self.all,
+            pids: self.pids.clone(),
+            track_syscalls: self.track_syscalls && !self.no_track_syscalls,
+        }
+    }
+}
+
+pub fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 1s, 250ms, 5m)"))?;
+    if d < Duration::from_millis(100) || d > Duration::from_secs(3600) {
+        return Err("must be between 100ms and 1h".into());
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interval_bounds() {
+        assert_eq!(parse_interval("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_interval("1h"), Ok(Duration::from_secs(3600)));
+        assert!(parse_interval("50ms").unwrap_err().contains("between"));
+        assert!(parse_interval("2h").is_err());
+        assert!(parse_interval("soon").is_err());
+    }
+
+    #[test]
+    fn parses_batch_flags() {
+        let c = Cli::try_parse_from([
+            "xtop", "-b", "-n", "3", "-i", "200ms", "-a", "-p", "1,2", "-g", "state", "--format", "csv",
+        ])
+        .unwrap();
+        assert!(c.batch && c.sampling.all);
+        assert_eq!(c.count, Some(3));
+        assert_eq!(c.sampling.pids, [1, 2]);
+        assert_eq!(c.format, Format::Csv);
+        assert_eq!(c.sampling.options().interval, Duration::from_millis(200));
+        assert!(!c.sampling.options().track_syscalls, "off by default");
+        let c = Cli::try_parse_from(["xtop", "--no-track-syscalls", "--track-syscalls"]).unwrap();
+        assert!(c.sampling.options().track_syscalls, "last flag wins");
+    }
+}

@@ -1,0 +1,115 @@
+//! Loading, attaching and reading xtop's BPF programs. Event hooks are
+//! optional (a warning names any that fail, and the columns they feed become
+//! unknown); the task iterator is the one thing sampling cannot do without.
+
+use std::io::Read;
+use std::mem::MaybeUninit;
+
+use anyhow::{Context, Result};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Iter, Link, MapCore, MapFlags, OpenObject};
+
+use super::skel::{XtopSkel, XtopSkelBuilder};
+
+pub struct Bpf<'obj> {
+    skel: XtopSkel<'obj>,
+    iter_link: Link,
+    _hooks: Vec<Link>,
+    pub warnings: Vec<String>,
+}
+
+/// What each optional hook feeds, for the warning when it cannot attach.
+const HOOK_FEEDS: [(&str, &str); 6] = [
+    ("sys_enter", "syscall entry time and args of running threads"),
+    ("sys_exit", "syscall exit"),
+    ("sched_switch", "since_oncpu_ns, since_offcpu_ns, switch"),
+    ("sched_wakeup", "since_wakeup_ns, waker_tid"),
+    ("sched_wakeup_new", "wakeups of new threads"),
+    ("sched_process_exit", "freeing per-thread state early"),
+];
+
+fn silence_libbpf() {
+    // libbpf's own log is verbose; our errors name what failed. XTOP_DEBUG=1 shows it.
+    if std::env::var_os("XTOP_DEBUG").is_none() {
+        libbpf_rs::set_print(None);
+    }
+}
+
+impl<'obj> Bpf<'obj> {
+    pub fn load(storage: &'obj mut MaybeUninit<OpenObject>, track_syscalls: bool) -> Result<Self> {
+        silence_libbpf();
+        let open = XtopSkelBuilder::default()
+            .open(storage)
+            .context("cannot open the BPF object")?;
+        let skel = open
+            .load()
+            .context("the kernel refused xtop's BPF programs (XTOP_DEBUG=1 shows libbpf's log)")?;
+        let mut hooks = Vec::new();
+        let mut warnings = Vec::new();
+        let progs = [
+            (track_syscalls, &skel.progs.on_sys_enter),
+            (track_syscalls, &skel.progs.on_sys_exit),
+            (true, &skel.progs.on_switch),
+            (true, &skel.progs.on_wakeup),
+            (true, &skel.progs.on_wakeup_new),
+            (true, &skel.progs.on_exit),
+        ];
+        for ((wanted, prog), (hook, feeds)) in progs.into_iter().zip(HOOK_FEEDS) {
+            if !wanted {
+                continue;
+            }
+            match prog.attach() {
+                Ok(link) => hooks.push(link),
+                Err(e) => warnings.push(format!("cannot attach {hook} ({e}): {feeds} shown as unknown")),
+            }
+        }
+        let iter_link = skel
+            .progs
+            .dump_tasks
+            .attach()
+            .context("cannot attach the task iterator")?;
+        Ok(Bpf {
+            skel,
+            iter_link,
+            _hooks: hooks,
+            warnings,
+        })
+    }
+
+    pub fn set_emit_all(&mut self, all: bool) {
+        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+            bss.emit_all = all;
+        }
+    }
+
+    pub fn set_pid_filter(&mut self, pids: &[u32]) -> Result<()> {
+        for pid in pids {
+            self.skel
+                .maps
+                .pid_filter
+                .update(&pid.to_ne_bytes(), &[1], MapFlags::ANY)
+                .context("cannot set the pid filter")?;
+        }
+        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+            bss.pid_filter_on = !pids.is_empty();
+        }
+        Ok(())
+    }
+
+    /// One pass of the task iterator: the raw records, appended to `buf`.
+    pub fn walk(&self, buf: &mut Vec<u8>) -> Result<()> {
+        buf.clear();
+        let mut iter = Iter::new(&self.iter_link).context("cannot start the task iterator")?;
+        iter.read_to_end(buf).context("reading the task iterator")?;
+        Ok(())
+    }
+
+    /// Per-thread states created and freed since load (live = created - freed).
+    pub fn state_counts(&self) -> (u64, u64) {
+        self.skel
+            .maps
+            .bss_data
+            .as_deref()
+            .map_or((0, 0), |b| (b.states_created, b.states_freed))
+    }
+}

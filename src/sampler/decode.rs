@@ -1,0 +1,233 @@
+//! Turns the iterator's raw `task_sample` records into `ThreadSample`s:
+//! state decoding, choosing between hook-tracked and register-read syscalls,
+//! and joining the per-process and symbol caches.
+
+use crate::model::{State, Syscall, ThreadSample};
+use crate::symbols::KernelSymbols;
+
+use super::procinfo::ProcCache;
+use super::skel::types::task_sample as RawSample;
+
+// Flags from src/bpf/xtop.h.
+const XF_ON_CPU: u32 = 1 << 0;
+const XF_SC_TRACKED: u32 = 1 << 3;
+const XF_IN_SYSCALL: u32 = 1 << 4;
+const XF_REGS_VALID: u32 = 1 << 5;
+const XF_VOLUNTARY: u32 = 1 << 6;
+const XF_SEEN_SWITCH: u32 = 1 << 7;
+const XF_SEEN_WAKEUP: u32 = 1 << 8;
+const XF_KTHREAD: u32 = 1 << 9;
+
+/// Bytes of a record before its variable-length kernel stack.
+pub const HEADER_LEN: usize = std::mem::size_of::<RawSample>() - std::mem::size_of::<[u64; 32]>();
+
+/// Splits the iterator's byte stream into records. A record is a fixed header
+/// followed by `kstack_len` bytes of stack; a short tail is reported, not guessed.
+pub fn parse_records(buf: &[u8], mut f: impl FnMut(&RawSample)) -> Result<usize, String> {
+    let mut off = 0;
+    let mut n = 0;
+    let mut rec = RawSample::default();
+    while off < buf.len() {
+        if buf.len() - off < HEADER_LEN {
+            return Err(format!("truncated record header at byte {off}"));
+        }
+        // SAFETY: RawSample is plain old data (integers and arrays); we copy at
+        // most HEADER_LEN bytes into its prefix.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                buf[off..].as_ptr(),
+                (&mut rec as *mut RawSample).cast::<u8>(),
+                HEADER_LEN,
+            )
+        };
+        off += HEADER_LEN;
+        let stack_bytes = usize::try_from(rec.kstack_len)
+            .unwrap_or(0)
+            .min(rec.kstack.len() * 8);
+        if buf.len() - off < stack_bytes {
+            return Err(format!("truncated kernel stack at byte {off}"));
+        }
+        rec.kstack = [0; 32];
+        for (i, chunk) in buf[off..off + stack_bytes].chunks_exact(8).enumerate() {
+            rec.kstack[i] = u64::from_ne_bytes(chunk.try_into().expect("8-byte chunk"));
+        }
+        off += stack_bytes;
+        f(&rec);
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Where the thread is with respect to syscalls. The hooks know best when they
+/// have seen the thread; otherwise the saved user registers of an off-CPU
+/// thread tell the syscall it sleeps in (but not since when); a running thread
+/// nobody tracked is honestly unknown.
+pub fn syscall_of(r: &RawSample) -> Syscall {
+    if r.flags & XF_KTHREAD != 0 {
+        return Syscall::None;
+    }
+    if r.flags & XF_SC_TRACKED != 0 {
+        if r.flags & XF_IN_SYSCALL != 0 && r.sc_nr >= 0 {
+            return Syscall::In {
+                nr: r.sc_nr as u32,
+                args: r.sc_args,
+                ns_so_far: Some(r.now_ns.saturating_sub(r.sc_entry_ns)),
+                seq: Some(r.sc_seq),
+            };
+        }
+        return Syscall::None;
+    }
+    if r.flags & XF_REGS_VALID != 0 {
+        // A job-control stop happens on the way back to user space: the
+        // registers still name the last syscall, but the thread is not in it.
+        let stopped = State::decode(r.state, r.exit_state, false) == State::Stopped;
+        if r.regs_nr >= 0 && !stopped {
+            return Syscall::In {
+                nr: r.regs_nr as u32,
+                args: r.regs_args,
+                ns_so_far: None,
+                seq: None,
+            };
+        }
+        return Syscall::None;
+    }
+    if r.exit_state != 0 {
+        return Syscall::None;
+    }
+    Syscall::Unknown
+}
+
+/// Time from `then` to `now` (scheduler clock). The sampling CPU's clock may
+/// trail another CPU's by a few µs, hence saturating.
+fn since(now: u64, then: u64, seen: bool) -> Option<u64> {
+    (seen && now != 0 && then != 0).then(|| now.saturating_sub(then))
+}
+
+pub fn decode(r: &RawSample, procs: &mut ProcCache, syms: &mut KernelSymbols) -> ThreadSample {
+    let on_cpu = r.flags & XF_ON_CPU != 0;
+    let kthread = r.flags & XF_KTHREAD != 0;
+    let as_bytes = |c: &[i8; 16]| c.map(|b| b as u8);
+    let switch_seen = r.flags & XF_SEEN_SWITCH != 0;
+    let wakeup_seen = r.flags & XF_SEEN_WAKEUP != 0;
+    let kstack = (r.kstack_len > 0).then(|| {
+        let n = (r.kstack_len as usize / 8).min(r.kstack.len());
+        syms.stack(&r.kstack[..n])
+    });
+    ThreadSample {
+        tid: r.tid,
+        tgid: r.tgid,
+        uid: r.uid,
+        user: procs.user(r.uid),
+        comm: procs.comm(&as_bytes(&r.comm)),
+        process: procs.process(r.tgid, r.start_ns, &as_bytes(&r.pcomm), kthread),
+        pidns: r.pidns,
+        cgroup_id: r.cgroup_id,
+        cgroup: procs.cgroup(r.cgroup_id),
+        cpu: r.cpu.max(0) as u32,
+        kthread,
+        state: State::decode(r.state, r.exit_state, on_cpu),
+        syscall: syscall_of(r),
+        since_offcpu_ns: since(r.now_rq, r.offcpu_rq, switch_seen && !on_cpu),
+        since_oncpu_ns: since(r.now_rq, r.last_arrival_rq, true),
+        voluntary: (switch_seen && r.offcpu_rq != 0).then_some(r.flags & XF_VOLUNTARY != 0),
+        runq_wait_ns: since(r.now_rq, r.last_queued_rq, !on_cpu),
+        waker_tid: wakeup_seen.then_some(r.waker_tid),
+        kstack,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(flags: u32) -> RawSample {
+        RawSample {
+            now_ns: 5_000,
+            flags,
+            sc_nr: -1,
+            regs_nr: -1,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn tracked_syscall_wins_and_has_duration() {
+        let mut r = raw(XF_SC_TRACKED | XF_IN_SYSCALL | XF_REGS_VALID);
+        r.sc_nr = 0;
+        r.sc_entry_ns = 1_000;
+        r.sc_seq = 9;
+        r.regs_nr = 35;
+        r.sc_args[0] = 7;
+        assert_eq!(
+            syscall_of(&r),
+            Syscall::In {
+                nr: 0,
+                args: [7, 0, 0, 0, 0, 0],
+                ns_so_far: Some(4_000),
+                seq: Some(9)
+            }
+        );
+        assert_eq!(syscall_of(&raw(XF_SC_TRACKED)), Syscall::None);
+    }
+
+    #[test]
+    fn registers_fill_in_for_untracked_sleepers_only() {
+        let mut r = raw(XF_REGS_VALID);
+        r.regs_nr = 230;
+        r.regs_args = [1, 2, 3, 4, 5, 6];
+        assert_eq!(
+            syscall_of(&r),
+            Syscall::In {
+                nr: 230,
+                args: [1, 2, 3, 4, 5, 6],
+                ns_so_far: None,
+                seq: None
+            }
+        );
+        r.state = 0x104; // SIGSTOPped: signal delivery, not the syscall
+        assert_eq!(syscall_of(&r), Syscall::None);
+        r.state = 0x1;
+        r.regs_nr = -1; // interrupted in user space
+        assert_eq!(syscall_of(&r), Syscall::None);
+        assert_eq!(syscall_of(&raw(XF_ON_CPU)), Syscall::Unknown);
+        assert_eq!(syscall_of(&raw(XF_KTHREAD)), Syscall::None);
+    }
+
+    #[test]
+    fn parses_variable_length_records_and_rejects_torn_ones() {
+        let mut a = raw(XF_ON_CPU);
+        a.tid = 1;
+        let mut b = raw(0);
+        b.tid = 2;
+        b.kstack_len = 16;
+        b.kstack[0] = 0xaaaa;
+        b.kstack[1] = 0xbbbb;
+        let bytes = |r: &RawSample, len: usize| {
+            // SAFETY: reading the POD record as bytes.
+            unsafe { std::slice::from_raw_parts((r as *const RawSample).cast::<u8>(), len) }.to_vec()
+        };
+        let mut buf = bytes(&a, HEADER_LEN);
+        buf.extend(bytes(&b, HEADER_LEN + 16));
+        let mut seen = vec![];
+        assert_eq!(
+            parse_records(&buf, |r| seen.push((r.tid, r.kstack[..2].to_vec()))),
+            Ok(2)
+        );
+        assert_eq!(seen, [(1, vec![0, 0]), (2, vec![0xaaaa, 0xbbbb])]);
+        assert!(parse_records(&buf[..buf.len() - 8], |_| {}).is_err());
+        assert!(parse_records(&buf[..10], |_| {}).is_err());
+    }
+
+    #[test]
+    fn durations_need_an_observed_event() {
+        assert_eq!(since(10, 4, true), Some(6));
+        assert_eq!(since(10, 0, true), None);
+        assert_eq!(since(10, 4, false), None);
+        assert_eq!(since(0, 4, true), None, "no scheduler clock: unknown");
+        assert_eq!(
+            since(3, 4, true),
+            Some(0),
+            "clocks of two CPUs may differ slightly"
+        );
+    }
+}

@@ -1,0 +1,216 @@
+//! Facts the kernel walk does not carry (exe, cmdline, user names, cgroup
+//! paths), read from /proc, /etc/passwd and cgroupfs once and cached, so a
+//! steady workload costs no file reads per pass.
+
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::model::Process;
+
+/// Passes after which an unseen process is forgotten.
+const FORGET_AFTER_PASSES: u64 = 120;
+/// Rescans of /etc/passwd or cgroupfs for an unknown id happen at most this often.
+const RESCAN_EVERY: Duration = Duration::from_secs(10);
+
+struct Cached {
+    process: Arc<Process>,
+    last_pass: u64,
+}
+
+#[derive(Default)]
+pub struct ProcCache {
+    pass: u64,
+    /// Keyed by (tgid, start time) so a reused pid is a new process.
+    procs: HashMap<(u32, u64), Cached>,
+    comms: HashMap<[u8; 16], Arc<str>>,
+    users: HashMap<u32, Arc<str>>,
+    users_scanned: Option<Instant>,
+    cgroups: HashMap<u64, Arc<str>>,
+    cgroups_scanned: Option<Instant>,
+}
+
+fn due(last: Option<Instant>) -> bool {
+    last.is_none_or(|t| t.elapsed() >= RESCAN_EVERY)
+}
+
+impl ProcCache {
+    /// Starts a sampling pass; forgets processes not seen for a while.
+    pub fn begin_pass(&mut self) {
+        self.pass += 1;
+        let pass = self.pass;
+        if pass % 16 == 0 {
+            self.procs.retain(|_, c| pass - c.last_pass < FORGET_AFTER_PASSES);
+        }
+        if self.comms.len() > 65_536 {
+            self.comms.clear();
+        }
+    }
+
+    /// Interned comm, so thousands of samples share one allocation.
+    pub fn comm(&mut self, raw: &[u8; 16]) -> Arc<str> {
+        if let Some(c) = self.comms.get(raw) {
+            return c.clone();
+        }
+        let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+        let s: Arc<str> = String::from_utf8_lossy(&raw[..end]).into();
+        self.comms.insert(*raw, s.clone());
+        s
+    }
+
+    pub fn process(&mut self, tgid: u32, start_ns: u64, pcomm: &[u8; 16], kthread: bool) -> Arc<Process> {
+        let pass = self.pass;
+        if let Some(c) = self.procs.get_mut(&(tgid, start_ns)) {
+            c.last_pass = pass;
+            return c.process.clone();
+        }
+        let comm = self.comm(pcomm);
+        let (exe, cmdline) = if kthread {
+            (String::new(), String::new())
+        } else {
+            read_exe_cmdline(tgid)
+        };
+        let process = Arc::new(Process {
+            tgid,
+            comm,
+            exe: exe.into(),
+            cmdline: cmdline.into(),
+        });
+        self.procs.insert(
+            (tgid, start_ns),
+            Cached {
+                process: process.clone(),
+                last_pass: pass,
+            },
+        );
+        process
+    }
+
+    pub fn user(&mut self, uid: u32) -> Arc<str> {
+        if !self.users.contains_key(&uid) && due(self.users_scanned) {
+            self.users_scanned = Some(Instant::now());
+            if let Ok(text) = std::fs::read_to_string("/etc/passwd") {
+                self.users.extend(parse_passwd(&text));
+            }
+        }
+        self.users
+            .entry(uid)
+            .or_insert_with(|| uid.to_string().into())
+            .clone()
+    }
+
+    /// cgroup v2 path of an id; ids are the inode numbers of cgroupfs directories.
+    pub fn cgroup(&mut self, id: u64) -> Arc<str> {
+        if id == 0 {
+            return "".into();
+        }
+        if !self.cgroups.contains_key(&id) && due(self.cgroups_scanned) {
+            self.cgroups_scanned = Some(Instant::now());
+            let mut found = HashMap::new();
+            match cgroup2_mount() {
+                Some(root) => {
+                    let dev = std::fs::metadata(&root).map(|m| m.dev()).unwrap_or(0);
+                    scan_cgroups(&root, &root, dev, &mut found, 0);
+                }
+                // cgroup v2 not mounted (v1-only host): every task sits in its root.
+                None => drop(found.insert(1, "/".into())),
+            }
+            self.cgroups.extend(found);
+        }
+        self.cgroups.get(&id).cloned().unwrap_or_else(|| "".into())
+    }
+}
+
+fn read_exe_cmdline(tgid: u32) -> (String, String) {
+    let exe = std::fs::read_link(format!("/proc/{tgid}/exe"))
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let cmdline = std::fs::read(format!("/proc/{tgid}/cmdline"))
+        .map(|b| join_cmdline(&b))
+        .unwrap_or_default();
+    (exe, cmdline)
+}
+
+/// NUL-separated argv as one space-separated line.
+pub fn join_cmdline(raw: &[u8]) -> String {
+    let trimmed = raw.strip_suffix(&[0]).unwrap_or(raw);
+    String::from_utf8_lossy(trimmed).replace('\0', " ")
+}
+
+fn parse_passwd(text: &str) -> impl Iterator<Item = (u32, Arc<str>)> + '_ {
+    text.lines().filter_map(|l| {
+        let mut f = l.split(':');
+        let name = f.next()?;
+        let uid = f.nth(1)?.parse().ok()?;
+        Some((uid, Arc::from(name)))
+    })
+}
+
+/// Where cgroup v2 is mounted, from /proc/self/mountinfo.
+fn cgroup2_mount() -> Option<PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        let mount = left.split_whitespace().nth(4)?;
+        (right.split_whitespace().next()? == "cgroup2").then(|| PathBuf::from(mount))
+    })
+}
+
+/// Maps directory inode numbers (= cgroup ids) to paths, staying on one filesystem.
+fn scan_cgroups(root: &Path, dir: &Path, dev: u64, out: &mut HashMap<u64, Arc<str>>, depth: usize) {
+    if depth > 32 {
+        return;
+    }
+    if let Ok(meta) = std::fs::metadata(dir) {
+        if meta.dev() != dev {
+            return;
+        }
+        let rel = dir
+            .strip_prefix(root)
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        out.insert(meta.ino(), format!("/{rel}").into());
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            scan_cgroups(root, &e.path(), dev, out, depth + 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cmdline_and_passwd_parsing() {
+        assert_eq!(join_cmdline(b"postgres\0-D\0/var/lib\0"), "postgres -D /var/lib");
+        assert_eq!(join_cmdline(b""), "");
+        let users: HashMap<_, _> =
+            parse_passwd("root:x:0:0::/root:/bin/sh\nbad\nbob:x:1000:1000::/h:/bin/sh").collect();
+        assert_eq!(&*users[&0], "root");
+        assert_eq!(&*users[&1000], "bob");
+    }
+
+    #[test]
+    fn processes_are_cached_by_pid_and_start_time() {
+        let mut c = ProcCache::default();
+        c.begin_pass();
+        let me = std::process::id();
+        let comm = *b"test\0\0\0\0\0\0\0\0\0\0\0\0";
+        let a = c.process(me, 1, &comm, false);
+        assert!(a.exe.len() > 1, "own exe readable");
+        assert!(Arc::ptr_eq(&a, &c.process(me, 1, &comm, false)));
+        assert!(
+            !Arc::ptr_eq(&a, &c.process(me, 2, &comm, false)),
+            "pid reuse is a new process"
+        );
+        assert!(Arc::ptr_eq(&c.comm(&comm), &c.comm(&comm)));
+        assert_eq!(&*c.comm(&comm), "test");
+    }
+}

@@ -1,0 +1,147 @@
+//! Kernel stack symbolization through blazesym (kallsyms), cached twice: per
+//! address (names) and per stack (a whole `Stack` shared by every sample that
+//! has it), so a steady workload symbolizes nothing new each pass.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use blazesym::symbolize::source::{Kernel, Source};
+use blazesym::symbolize::{Input, Symbolized, Symbolizer};
+use blazesym::MaybeDefault;
+
+use crate::model::Stack;
+
+/// Caches are dropped past this many entries: bounded memory on odd workloads.
+const MAX_CACHED: usize = 200_000;
+
+pub struct KernelSymbols {
+    symbolizer: Symbolizer,
+    names: HashMap<u64, Arc<str>>,
+    stacks: HashMap<u64, Arc<Stack>>,
+    /// Addresses of `__sched` functions (schedule, io_schedule, mutex_lock...):
+    /// skipped when picking a stack's top frame, as the kernel's wchan does.
+    sched_text: Range<u64>,
+    unknown: Arc<str>,
+}
+
+/// FNV-1a over the addresses: stable, cheap, good enough to key stacks.
+pub fn stack_hash(addrs: &[u64]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for a in addrs {
+        for b in a.to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+fn sched_text_range() -> Range<u64> {
+    let Ok(text) = std::fs::read_to_string("/proc/kallsyms") else {
+        return 0..0;
+    };
+    let find = |name: &str| {
+        text.lines().find_map(|l| {
+            let mut f = l.split_whitespace();
+            let addr = f.next()?;
+            (f.nth(1)? == name)
+                .then(|| u64::from_str_radix(addr, 16).ok())
+                .flatten()
+        })
+    };
+    match (find("__sched_text_start"), find("__sched_text_end")) {
+        (Some(s), Some(e)) if s < e => s..e,
+        _ => 0..0,
+    }
+}
+
+impl KernelSymbols {
+    pub fn new() -> Self {
+        KernelSymbols {
+            symbolizer: Symbolizer::new(),
+            names: HashMap::new(),
+            stacks: HashMap::new(),
+            sched_text: sched_text_range(),
+            unknown: "[unknown]".into(),
+        }
+    }
+
+    /// The symbolized stack for these return addresses (leaf first).
+    pub fn stack(&mut self, addrs: &[u64]) -> Arc<Stack> {
+        let hash = stack_hash(addrs);
+        if let Some(s) = self.stacks.get(&hash) {
+            return s.clone();
+        }
+        self.resolve_missing(addrs);
+        let frames: Vec<Arc<str>> = addrs
+            .iter()
+            .map(|a| self.names.get(a).cloned().unwrap_or_else(|| self.unknown.clone()))
+            .collect();
+        let top = addrs
+            .iter()
+            .position(|a| !self.sched_text.contains(a))
+            .unwrap_or(0);
+        let stack = Arc::new(Stack { hash, frames, top });
+        if self.stacks.len() >= MAX_CACHED {
+            self.stacks.clear();
+        }
+        self.stacks.insert(hash, stack.clone());
+        stack
+    }
+
+    fn resolve_missing(&mut self, addrs: &[u64]) {
+        let missing: Vec<u64> = addrs
+            .iter()
+            .copied()
+            .filter(|a| !self.names.contains_key(a))
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        if self.names.len() + missing.len() > MAX_CACHED {
+            self.names.clear();
+        }
+        let src = Source::Kernel(Kernel {
+            // kallsyms is always there and fast; a vmlinux search would probe the disk.
+            vmlinux: MaybeDefault::None,
+            ..Kernel::default()
+        });
+        let resolved = self.symbolizer.symbolize(&src, Input::AbsAddr(&missing));
+        for (i, addr) in missing.iter().enumerate() {
+            let name = match resolved.as_ref().ok().and_then(|r| r.get(i)) {
+                Some(Symbolized::Sym(sym)) => Arc::from(&*sym.name),
+                _ => self.unknown.clone(),
+            };
+            self.names.insert(*addr, name);
+        }
+    }
+}
+
+impl Default for KernelSymbols {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_depends_on_every_address_and_order() {
+        let a = stack_hash(&[1, 2, 3]);
+        assert_eq!(a, stack_hash(&[1, 2, 3]));
+        assert_ne!(a, stack_hash(&[1, 2, 4]));
+        assert_ne!(a, stack_hash(&[3, 2, 1]));
+        assert_ne!(stack_hash(&[]), stack_hash(&[0]));
+    }
+
+    #[test]
+    fn unresolvable_addresses_are_unknown_not_guessed() {
+        let mut k = KernelSymbols::new();
+        let s = k.stack(&[0x10, 0x20]);
+        assert_eq!(s.frames.len(), 2);
+        assert!(s.frames.iter().all(|f| &**f == "[unknown]"));
+        assert!(Arc::ptr_eq(&s, &k.stack(&[0x10, 0x20])), "cached");
+    }
+}
