@@ -53,6 +53,7 @@ struct {
 /* Runtime switches, written by userspace through the mmapped .bss. */
 volatile bool emit_all;      /* also report sleeping / idle / parked threads */
 volatile bool pid_filter_on;
+volatile __u32 pass_gen;     /* incremented by userspace before each pass */
 
 /* The scheduler's clock (rq->clock) of the CPU a task is on: what sched_info
  * timestamps use. A few plain loads, where bpf_ktime_get_ns() costs ~40 ns.
@@ -203,6 +204,29 @@ static __always_inline void read_user_regs(struct task_struct *task, struct task
 	r->flags |= XF_REGS_VALID;
 }
 
+/* Unwinding a stack costs microseconds. A thread that has not run since the
+ * previous pass emitted its stack still has that stack: say so instead, and
+ * userspace reuses the one it decoded then. */
+static __always_inline long kernel_stack(struct task_struct *task, struct thread_state *s,
+					 struct task_sample *r)
+{
+	__u64 arrival = task->sched_info.last_arrival;
+	__u32 gen = pass_gen;
+	long len = 0;
+
+	if (!s)
+		s = state_of(task);
+	if (s && s->stack_gen + 1 == gen && s->stack_arrival == arrival)
+		r->flags |= XF_STACK_SAME;
+	else
+		len = bpf_get_task_stack(task, r->kstack, sizeof(r->kstack), 0);
+	if (s) {
+		s->stack_gen = gen;
+		s->stack_arrival = arrival;
+	}
+	return len;
+}
+
 SEC("iter/task")
 int dump_tasks(struct bpf_iter__task *ctx)
 {
@@ -270,7 +294,7 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	if (!task->on_cpu && !exit_state) {
 		if (!(pflags & PF_KTHREAD))
 			read_user_regs(task, r);
-		len = bpf_get_task_stack(task, r->kstack, sizeof(r->kstack), 0);
+		len = kernel_stack(task, s, r);
 	}
 	r->kstack_len = len;
 	bpf_seq_write(seq, r, sizeof(*r) - sizeof(r->kstack));

@@ -18,6 +18,7 @@
 #define XF_SEEN_SWITCH   (1 << 7) /* sched_switch hooks saw this thread go off or on CPU */
 #define XF_SEEN_WAKEUP   (1 << 8) /* sched_wakeup hooks saw this thread being woken */
 #define XF_KTHREAD       (1 << 9) /* PF_KTHREAD */
+#define XF_STACK_SAME    (1 << 10) /* not run since the previous pass: same kernel stack as then */
 
 /* Long-lived state of one thread, in task local storage (freed with the task).
  * Times named *_rq are the scheduler's clock (rq->clock, as in task->sched_info),
@@ -27,10 +28,11 @@ struct thread_state {
 	__u64 sc_args[6];
 	__u64 sc_seq;          /* syscalls entered since tracking began */
 	__u64 offcpu_rq;       /* last switch away from a CPU */
+	__u64 stack_arrival;   /* sched_info.last_arrival when the stack was last emitted */
+	__u32 stack_gen;       /* pass_gen of that pass */
 	__s32 sc_nr;           /* -1 when not in a syscall */
 	__u32 waker_tid;
 	__u32 flags;           /* XF_SC_TRACKED | XF_IN_SYSCALL | XF_VOLUNTARY | XF_SEEN_* */
-	__u32 _pad;
 };
 
 /* One emitted thread, written by the task iterator into its seq_file. */

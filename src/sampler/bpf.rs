@@ -82,6 +82,13 @@ impl<'obj> Bpf<'obj> {
         }
     }
 
+    /// Numbers passes, so the kernel side knows which stacks userspace still has.
+    pub fn set_pass_gen(&mut self, gen: u32) {
+        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+            bss.pass_gen = gen;
+        }
+    }
+
     pub fn set_pid_filter(&mut self, pids: &[u32]) -> Result<()> {
         for pid in pids {
             self.skel

@@ -2,7 +2,10 @@
 //! state decoding, choosing between hook-tracked and register-read syscalls,
 //! and joining the per-process and symbol caches.
 
-use crate::model::{State, Syscall, ThreadSample};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::model::{Stack, State, Syscall, ThreadSample};
 use crate::symbols::KernelSymbols;
 
 use super::procinfo::ProcCache;
@@ -17,6 +20,7 @@ const XF_VOLUNTARY: u32 = 1 << 6;
 const XF_SEEN_SWITCH: u32 = 1 << 7;
 const XF_SEEN_WAKEUP: u32 = 1 << 8;
 const XF_KTHREAD: u32 = 1 << 9;
+const XF_STACK_SAME: u32 = 1 << 10;
 
 /// Bytes of a record before its variable-length kernel stack.
 pub const HEADER_LEN: usize = std::mem::size_of::<RawSample>() - std::mem::size_of::<[u64; 32]>();
@@ -103,16 +107,49 @@ fn since(now: u64, then: u64, seen: bool) -> Option<u64> {
     (seen && now != 0 && then != 0).then(|| now.saturating_sub(then))
 }
 
-pub fn decode(r: &RawSample, procs: &mut ProcCache, syms: &mut KernelSymbols) -> ThreadSample {
+/// Kernel stacks of the previous pass by tid: the BPF side sends no stack for a
+/// thread that has not run since then (XF_STACK_SAME), and we reuse this one.
+#[derive(Default)]
+pub struct StackMemo {
+    prev: HashMap<u32, Arc<Stack>>,
+    cur: HashMap<u32, Arc<Stack>>,
+}
+
+impl StackMemo {
+    /// Call after each pass: this pass's stacks become the ones to reuse.
+    pub fn end_pass(&mut self) {
+        std::mem::swap(&mut self.prev, &mut self.cur);
+        self.cur.clear();
+    }
+
+    fn kernel_stack(&mut self, r: &RawSample, syms: &mut KernelSymbols) -> Option<Arc<Stack>> {
+        let stack = if r.flags & XF_STACK_SAME != 0 {
+            self.prev.get(&r.tid).cloned()
+        } else if r.kstack_len > 0 {
+            let n = (r.kstack_len as usize / 8).min(r.kstack.len());
+            Some(syms.stack(&r.kstack[..n]))
+        } else {
+            None
+        };
+        if let Some(s) = &stack {
+            self.cur.insert(r.tid, s.clone());
+        }
+        stack
+    }
+}
+
+pub fn decode(
+    r: &RawSample,
+    procs: &mut ProcCache,
+    syms: &mut KernelSymbols,
+    memo: &mut StackMemo,
+) -> ThreadSample {
     let on_cpu = r.flags & XF_ON_CPU != 0;
     let kthread = r.flags & XF_KTHREAD != 0;
     let as_bytes = |c: &[i8; 16]| c.map(|b| b as u8);
     let switch_seen = r.flags & XF_SEEN_SWITCH != 0;
     let wakeup_seen = r.flags & XF_SEEN_WAKEUP != 0;
-    let kstack = (r.kstack_len > 0).then(|| {
-        let n = (r.kstack_len as usize / 8).min(r.kstack.len());
-        syms.stack(&r.kstack[..n])
-    });
+    let kstack = memo.kernel_stack(r, syms);
     ThreadSample {
         tid: r.tid,
         tgid: r.tgid,
@@ -216,6 +253,24 @@ mod tests {
         assert_eq!(seen, [(1, vec![0, 0]), (2, vec![0xaaaa, 0xbbbb])]);
         assert!(parse_records(&buf[..buf.len() - 8], |_| {}).is_err());
         assert!(parse_records(&buf[..10], |_| {}).is_err());
+    }
+
+    #[test]
+    fn unchanged_threads_reuse_the_previous_pass_stack() {
+        let mut syms = KernelSymbols::new();
+        let mut memo = StackMemo::default();
+        let mut r = raw(0);
+        r.tid = 7;
+        r.kstack_len = 16;
+        r.kstack[..2].copy_from_slice(&[0x10, 0x20]);
+        let first = memo.kernel_stack(&r, &mut syms).unwrap();
+        memo.end_pass();
+        let mut same = raw(XF_STACK_SAME);
+        same.tid = 7;
+        assert!(Arc::ptr_eq(&memo.kernel_stack(&same, &mut syms).unwrap(), &first));
+        memo.end_pass();
+        memo.end_pass(); // a pass without thread 7: nothing left to reuse
+        assert_eq!(memo.kernel_stack(&same, &mut syms), None);
     }
 
     #[test]

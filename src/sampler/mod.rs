@@ -254,7 +254,7 @@ fn run(
     let mut last_cpu = process_cpu_ns();
     while !control.stop.load(Ordering::Relaxed) {
         bpf.set_emit_all(control.all.load(Ordering::Relaxed));
-        let mut snap = match pass.run(&bpf, opts.interval, ncpus) {
+        let mut snap = match pass.run(&mut bpf, opts.interval, ncpus) {
             Ok(s) => s,
             Err(e) => {
                 *control.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("{e:#}"));
@@ -307,19 +307,25 @@ struct Pass {
     buf: Vec<u8>,
     procs: procinfo::ProcCache,
     syms: KernelSymbols,
+    memo: decode::StackMemo,
+    gen: u32,
 }
 
 impl Pass {
-    fn run(&mut self, bpf: &bpf::Bpf, interval: Duration, ncpus: u32) -> Result<Snapshot> {
+    fn run(&mut self, bpf: &mut bpf::Bpf, interval: Duration, ncpus: u32) -> Result<Snapshot> {
+        // Generation 1 is never used: fresh per-thread state holds 0, and 0 + 1 must not match.
+        self.gen = self.gen.wrapping_add(1).max(2);
+        bpf.set_pass_gen(self.gen);
         let time_ns = wall_ns();
         let t0 = Instant::now();
         bpf.walk(&mut self.buf)?;
         let t1 = Instant::now();
         self.procs.begin_pass();
         let mut samples = Vec::new();
-        let (procs, syms) = (&mut self.procs, &mut self.syms);
-        decode::parse_records(&self.buf, |r| samples.push(decode::decode(r, procs, syms)))
+        let (procs, syms, memo) = (&mut self.procs, &mut self.syms, &mut self.memo);
+        decode::parse_records(&self.buf, |r| samples.push(decode::decode(r, procs, syms, memo)))
             .map_err(|e| anyhow!("malformed task iterator output: {e}"))?;
+        memo.end_pass();
         let cost = PassCost {
             walk_ns: (t1 - t0).as_nanos() as u64,
             decode_ns: t1.elapsed().as_nanos() as u64,
