@@ -34,6 +34,9 @@ pub struct Cli {
     pub list_dimensions: bool,
     #[command(flatten)]
     pub sampling: SamplingArgs,
+    /// record, report, export, replay (see `xtop help COMMAND`).
+    #[command(subcommand)]
+    pub command: Option<crate::recording::RecordingCommand>,
 }
 
 /// Flags of every mode that samples the live system.

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod dimensions;
 pub mod model;
 pub mod output;
+pub mod recording;
 pub mod sampler;
 pub mod symbols;
 pub mod value;

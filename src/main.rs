@@ -20,6 +20,9 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
+    if let Some(cmd) = cli.command {
+        return cmd.run();
+    }
     if cli.list_dimensions {
         print!("{}", dimensions::describe_all());
         return Ok(());

@@ -1,0 +1,319 @@
+//! Command-level tests: report vs direct aggregation, exports, the record loop.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use clap::Parser;
+
+use super::cmd::{Dims, RecordingCommand, Selection};
+use super::tests::{varied, TempDir};
+use super::*;
+use crate::aggregation::{aggregate, Filter};
+use crate::dimensions::parse_list;
+use crate::model::fixture::{busy_snapshot, T0_NS};
+use crate::output::{self, Format};
+
+#[derive(Parser)]
+struct TestCli {
+    #[command(subcommand)]
+    cmd: RecordingCommand,
+}
+
+fn parse(args: &[&str]) -> RecordingCommand {
+    TestCli::try_parse_from([&["xtop"], args].concat()).unwrap().cmd
+}
+
+fn sel(files: Vec<PathBuf>, filters: &[&str], from: Option<&str>, to: Option<&str>) -> Selection {
+    Selection {
+        files,
+        filters: filters.iter().map(|f| Filter::parse(f).unwrap()).collect(),
+        from: from.map(str::to_string),
+        to: to.map(str::to_string),
+    }
+}
+
+fn recorded(d: &TempDir, snaps: &[Snapshot]) -> PathBuf {
+    let p = d.join("r.xtop");
+    write_file(&p, &synth::session(Duration::from_secs(1)), snaps).unwrap();
+    p
+}
+
+#[test]
+fn command_lines_parse() {
+    match parse(&[
+        "report",
+        "a",
+        "b",
+        "-g",
+        "state,comm",
+        "-w",
+        "comm~pg",
+        "-w",
+        "state=DISK",
+        "--from",
+        "10m",
+    ]) {
+        RecordingCommand::Report(r) => {
+            assert_eq!(r.sel.files.len(), 2);
+            assert_eq!(r.group_by.0.len(), 2);
+            assert_eq!(r.sel.filters.len(), 2);
+            assert_eq!(r.format, Format::Table);
+        }
+        _ => panic!("not a report"),
+    }
+    match parse(&[
+        "record", "-o", "f", "-d", "1h", "-i", "500ms", "-a", "-p", "1,2", "--rotate", "10m",
+    ]) {
+        RecordingCommand::Record(r) => {
+            let o = r.sampling.options();
+            assert_eq!(
+                (r.duration, o.interval),
+                (Some(Duration::from_secs(3600)), Duration::from_millis(500))
+            );
+            assert_eq!(
+                (o.all, o.pids, r.rotate),
+                (true, vec![1, 2], Some(Duration::from_secs(600)))
+            );
+        }
+        _ => panic!("not a record"),
+    }
+    assert!(matches!(
+        parse(&["export", "f", "--format", "xcapture-csv", "-o", "d"]),
+        RecordingCommand::Export(_)
+    ));
+    assert!(matches!(parse(&["replay", "f"]), RecordingCommand::Replay(_)));
+    assert!(TestCli::try_parse_from(["xtop", "report", "f", "-g", "nosuch"]).is_err());
+    assert!(TestCli::try_parse_from(["xtop", "report", "f", "-w", "bad"]).is_err());
+    assert!(TestCli::try_parse_from(["xtop", "report"]).is_err());
+}
+
+fn table_lines(text: &str) -> Vec<&str> {
+    text.lines().filter(|l| !l.starts_with('#')).collect()
+}
+
+#[test]
+fn report_equals_direct_aggregation() {
+    let d = TempDir::new("report");
+    let snaps: Vec<_> = (0..60).map(busy_snapshot).collect();
+    let p = recorded(&d, &snaps);
+    let rec = read_files(std::slice::from_ref(&p)).unwrap();
+    let dims = Dims(parse_list("state,syscall,comm").unwrap());
+    let filters = ["comm~gres"];
+    let cases = [(None, None, 0..60), (Some("10s"), Some("20s"), 10..20)];
+    for (from, to, range) in cases {
+        let s = sel(vec![p.clone()], &filters, from, to);
+        let mut got = Vec::new();
+        report::write_report(&mut got, &rec, &s, &dims, Format::Table).unwrap();
+        let agg = aggregate(&snaps[range.clone()], &dims.0, &s.filters);
+        let mut want = Vec::new();
+        output::write_table(&mut want, &agg, &dims.0).unwrap();
+        let got = String::from_utf8(got).unwrap();
+        assert_eq!(
+            table_lines(&got),
+            table_lines(&String::from_utf8(want).unwrap()),
+            "{from:?}"
+        );
+        assert!(got.contains(&format!("{} snapshots", range.len())), "{got}");
+    }
+    // Absolute local times select the same as offsets.
+    let at = |n: u64| crate::value::format_local_time(T0_NS + n * 1_000_000_000);
+    let s = sel(vec![p.clone()], &[], Some(&at(10)), Some(&at(20)));
+    assert_eq!(report::selected(&rec, &s).unwrap().len(), 10);
+    // csv: one row per matching sample.
+    let mut csv = Vec::new();
+    let s = sel(vec![p], &["state=DISK"], None, None);
+    report::write_report(&mut csv, &rec, &s, &dims, Format::Csv).unwrap();
+    let disk: usize = snaps
+        .iter()
+        .map(|s| s.samples.iter().filter(|t| t.state.name() == "DISK").count())
+        .sum();
+    assert_eq!(String::from_utf8(csv).unwrap().lines().count(), 1 + disk);
+}
+
+const XCAPTURE_HEADER: &str = "TIMESTAMP,WEIGHT_US,TID,TGID,PIDNS,CGROUP_ID,STATE,USERNAME,EXE,COMM,SYSCALL,\
+SYSCALL_ACTIVE,SYSC_ENTRY_TIME,SYSC_NS_SO_FAR,SYSC_SEQ_NUM,IORQ_SEQ_NUM,SYSC_ARG1,SYSC_ARG2,SYSC_ARG3,SYSC_ARG4,\
+SYSC_ARG5,SYSC_ARG6,FILENAME,CONNECTION,CONN_STATE,EXTRA_INFO,KSTACK_HASH,USTACK_HASH";
+
+#[test]
+fn xcapture_export_layout() {
+    let d = TempDir::new("xcap");
+    // Two snapshots in one hour, one in the next.
+    let mut snaps: Vec<_> = (0..3).map(busy_snapshot).collect();
+    snaps[1].time_ns = T0_NS + 30 * 60 * 1_000_000_000;
+    snaps[2].time_ns = T0_NS + 60 * 60 * 1_000_000_000;
+    let p = recorded(&d, &snaps);
+    let out = d.join("out");
+    parse(&[
+        "export",
+        p.to_str().unwrap(),
+        "--format",
+        "xcapture-csv",
+        "-o",
+        out.to_str().unwrap(),
+    ])
+    .run()
+    .unwrap();
+    let h0 = timefmt::hour(T0_NS);
+    let h1 = timefmt::hour(snaps[2].time_ns);
+    let mut names: Vec<String> = fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let mut want: Vec<String> = ["cgroups", "kstacks", "samples", "ustacks"]
+        .iter()
+        .flat_map(|k| [format!("xcapture_{k}_{h0}.csv"), format!("xcapture_{k}_{h1}.csv")])
+        .collect();
+    want.sort();
+    assert_eq!(names, want);
+    assert!(h0.len() == 13 && h0.as_bytes()[10] == b'.', "{h0}");
+
+    let read = |k: &str, h: &str| fs::read_to_string(out.join(format!("xcapture_{k}_{h}.csv"))).unwrap();
+    let samples = read("samples", &h0);
+    let mut lines = samples.lines();
+    assert_eq!(lines.next().unwrap(), XCAPTURE_HEADER);
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), snaps[0].samples.len() + snaps[1].samples.len());
+    let disk = &rows[1]; // postgres tid 101 in pread64
+    assert_eq!(disk.len(), 28);
+    assert_eq!(disk[0], crate::value::format_local_time(T0_NS));
+    assert_eq!(&disk[1..4], ["1000000", "101", "100"]);
+    assert_eq!(
+        &disk[6..12],
+        [
+            "DISK",
+            "'alice'",
+            "'/usr/bin/postgres'",
+            "'postgres'",
+            "pread64",
+            "1"
+        ]
+    );
+    assert_eq!(
+        (disk[12], disk[13], disk[14], disk[15]),
+        ("", "1500000", "42", "")
+    );
+    assert_eq!(&disk[16..19], ["0x3", "0x7ffd0000", "0x1000"]);
+    assert_eq!(&disk[22..28], ["", "", "", "", "0xfeed", ""]);
+    assert!(
+        rows[0][10].is_empty() && rows[0][16].is_empty(),
+        "user-space thread has no syscall"
+    );
+    assert_eq!(
+        read("kstacks", &h0),
+        "KSTACK_HASH,KSTACK_SYMS\n0xfeed,'vfs_read;pipe_read;schedule;__schedule'\n"
+    );
+    assert_eq!(read("ustacks", &h1), "USTACK_HASH,USTACK_SYMS\n");
+    assert_eq!(
+        read("cgroups", &h1),
+        "CGROUP_ID,CGROUP_PATH\n1234,'/user.slice'\n"
+    );
+    assert_eq!(read("samples", &h1).lines().count(), 1 + snaps[2].samples.len());
+    let mode = fs::metadata(out.join(format!("xcapture_samples_{h0}.csv")))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+}
+
+#[test]
+fn csv_json_and_folded_exports() {
+    let d = TempDir::new("exp");
+    let snaps = varied();
+    let p = recorded(&d, &snaps);
+    let run = |fmt: &str, extra: &[&str]| {
+        let out = d.join(fmt);
+        let mut args = vec![
+            "export",
+            p.to_str().unwrap(),
+            "--format",
+            fmt,
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        parse(&args).run().unwrap();
+        fs::read_to_string(out).unwrap()
+    };
+    let n: usize = snaps.iter().map(|s| s.samples.len()).sum();
+    let csv = run("csv", &[]);
+    assert_eq!(csv.lines().count(), 1 + n);
+    assert!(csv.starts_with("TIMESTAMP,TID,TGID,"));
+    let json = run("json", &["-w", "comm=java"]);
+    let java: usize = snaps
+        .iter()
+        .map(|s| s.samples.iter().filter(|t| &*t.comm == "java").count())
+        .sum();
+    assert_eq!(json.lines().count(), java);
+    assert!(json
+        .lines()
+        .all(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["comm"] == "java"));
+    let folded = run("folded", &[]);
+    let with_stack: usize = snaps
+        .iter()
+        .map(|s| s.samples.iter().filter(|t| t.kstack.is_some()).count())
+        .sum();
+    let total: usize = folded
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<usize>().unwrap())
+        .sum();
+    assert_eq!(total, with_stack);
+    assert!(
+        folded.contains("vfs_read;pipe_read;schedule;__schedule "),
+        "{folded}"
+    );
+}
+
+#[test]
+fn record_loop_writes_everything_taken_and_counts_drops() {
+    let d = TempDir::new("loop");
+    let out = d.join("live.xtop");
+    let session = synth::session(Duration::from_secs(1));
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let mut snaps: Vec<_> = (0..5).map(busy_snapshot).collect();
+    snaps[3].dropped = 2;
+    snaps[4].dropped = 2;
+    snaps.iter().for_each(|s| tx.send(s.clone()).unwrap());
+    // A stop request still writes the passes already taken.
+    let stats = record_loop(&out, None, None, &session, &rx, &AtomicBool::new(true)).unwrap();
+    assert_eq!((stats.snapshots, stats.samples, stats.dropped), (5, 28, 2));
+    assert_eq!(fs::metadata(&out).unwrap().permissions().mode() & 0o777, 0o600);
+    // Recording again appends; the deadline stops it.
+    tx.send(busy_snapshot(5)).unwrap();
+    let stats = record_loop(
+        &out,
+        None,
+        Some(Duration::from_millis(50)),
+        &session,
+        &rx,
+        &AtomicBool::new(false),
+    );
+    assert_eq!(stats.unwrap().snapshots, 1);
+    let rec = read_files(std::slice::from_ref(&out)).unwrap();
+    assert_eq!(rec.snapshots.len(), 6);
+    assert_eq!(rec.snapshots[..5], snaps);
+    assert!(
+        rec.warnings.iter().any(|w| w.contains("dropped 2 snapshots")),
+        "{:?}",
+        rec.warnings
+    );
+    // A sampler that ends closes the channel: reported, and what it produced is kept.
+    tx.send(busy_snapshot(6)).unwrap();
+    drop(tx);
+    let stats = record_loop(&out, None, None, &session, &rx, &AtomicBool::new(false)).unwrap();
+    assert!(stats.sampler_ended && stats.snapshots == 1);
+    assert_eq!(read_files(&[out]).unwrap().snapshots.len(), 7);
+    let (_tx, rx) = crossbeam_channel::unbounded();
+    let bad = record_loop(
+        &d.join("missing/dir/x.xtop"),
+        None,
+        None,
+        &session,
+        &rx,
+        &AtomicBool::new(true),
+    );
+    assert!(format!("{:#}", bad.unwrap_err()).starts_with("cannot open"));
+}

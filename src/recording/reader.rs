@@ -1,0 +1,236 @@
+//! Streaming recordings back: one file (`Reader`), or several merged in time
+//! order (`Merged`), holding one decoded frame per file at a time.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use super::codec::Decoder;
+use super::frame::{FrameReader, KIND_DELTA, KIND_KEY, KIND_SESSION};
+use super::session;
+use crate::model::{Session, Snapshot};
+
+pub struct Reader {
+    name: String,
+    frames: FrameReader<File>,
+    dec: Decoder,
+    session: Session,
+    pending: VecDeque<Snapshot>,
+    /// After damage, delta frames refer to tables we lost: wait for a key frame.
+    need_key: bool,
+    skipped_frames: u64,
+    dropped: DroppedCount,
+    warnings: Vec<String>,
+    pub version: u16,
+}
+
+/// Sums the sampler's cumulative "dropped so far" counter across restarts.
+#[derive(Default)]
+struct DroppedCount {
+    last: u64,
+    total: u64,
+}
+
+impl DroppedCount {
+    fn see(&mut self, cumulative: u64) {
+        self.total += cumulative.checked_sub(self.last).unwrap_or(cumulative);
+        self.last = cumulative;
+    }
+}
+
+impl Reader {
+    pub fn open(path: &Path) -> Result<Reader> {
+        let name = path.display().to_string();
+        let file = File::open(path).with_context(|| format!("cannot open {name}"))?;
+        let (mut frames, version) = FrameReader::open(file).with_context(|| name.clone())?;
+        let session = loop {
+            match frames.next_frame() {
+                Some(f) if f.kind == KIND_SESSION => {
+                    break session::decode(&f.payload)
+                        .with_context(|| format!("{name}: bad session header"))?
+                }
+                Some(_) => continue, // damaged start: the session frame was lost, try the next one
+                None => {
+                    anyhow::bail!("{name}: no intact session header (recording interrupted at its start?)")
+                }
+            }
+        };
+        let mut r = Reader {
+            name,
+            frames,
+            dec: Decoder::default(),
+            session,
+            pending: VecDeque::new(),
+            need_key: true,
+            skipped_frames: 0,
+            dropped: DroppedCount::default(),
+            warnings: Vec::new(),
+            version,
+        };
+        r.take_frame_warnings();
+        Ok(r)
+    }
+
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// Problems met so far, each prefixed with the file name.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    fn take_frame_warnings(&mut self) -> bool {
+        let w = std::mem::take(&mut self.frames.warnings);
+        let damaged = !w.is_empty();
+        self.warnings
+            .extend(w.into_iter().map(|w| format!("{}: {w}", self.name)));
+        damaged
+    }
+
+    /// Reads frames until one yields snapshots; false at the end of the file.
+    fn fill(&mut self) -> bool {
+        while self.pending.is_empty() {
+            let Some(f) = self.frames.next_frame() else {
+                self.take_frame_warnings();
+                self.finish();
+                return false;
+            };
+            if self.take_frame_warnings() {
+                self.need_key = true;
+            }
+            match f.kind {
+                KIND_SESSION => match session::decode(&f.payload) {
+                    Ok(s) if s.host != self.session.host => self.warnings.push(format!(
+                        "{}: appended session from host '{}' differs from '{}'",
+                        self.name, s.host, self.session.host
+                    )),
+                    Ok(_) => {}
+                    Err(e) => self.warnings.push(format!(
+                        "{}: bad session frame at byte {}: {e}",
+                        self.name, f.offset
+                    )),
+                },
+                KIND_KEY | KIND_DELTA => {
+                    if f.kind == KIND_KEY {
+                        self.dec.reset();
+                        self.need_key = false;
+                    } else if self.need_key {
+                        self.skipped_frames += 1;
+                        continue;
+                    }
+                    let mut out = Vec::new();
+                    match self.dec.decode(&f.payload, &mut out) {
+                        Ok(()) => self.pending.extend(out),
+                        Err(e) => {
+                            self.warnings.push(format!(
+                                "{}: undecodable frame at byte {}: {e:#}",
+                                self.name, f.offset
+                            ));
+                            self.need_key = true;
+                        }
+                    }
+                }
+                _ => {} // a frame kind from a newer xtop that older readers may ignore
+            }
+        }
+        true
+    }
+
+    fn finish(&mut self) {
+        if self.skipped_frames > 0 {
+            self.warnings.push(format!(
+                "{}: {} frames after damage skipped (they depend on lost data)",
+                self.name, self.skipped_frames
+            ));
+            self.skipped_frames = 0;
+        }
+        if self.dropped.total > 0 {
+            self.warnings.push(format!(
+                "{}: the sampler dropped {} snapshots while recording (xtop fell behind)",
+                self.name, self.dropped.total
+            ));
+            self.dropped.total = 0;
+        }
+    }
+
+    fn peek_time(&mut self) -> Option<u64> {
+        if self.fill() {
+            self.pending.front().map(|s| s.time_ns)
+        } else {
+            None
+        }
+    }
+}
+
+impl Iterator for Reader {
+    type Item = Snapshot;
+
+    fn next(&mut self) -> Option<Snapshot> {
+        if !self.fill() {
+            return None;
+        }
+        let s = self.pending.pop_front()?;
+        self.dropped.see(s.dropped);
+        Some(s)
+    }
+}
+
+/// Several recordings as one stream, in time order.
+pub struct Merged {
+    readers: Vec<Reader>,
+    extra_warnings: Vec<String>,
+}
+
+impl Merged {
+    pub fn open(paths: &[PathBuf]) -> Result<Merged> {
+        if paths.is_empty() {
+            anyhow::bail!("no recording files given");
+        }
+        let readers = paths
+            .iter()
+            .map(|p| Reader::open(p))
+            .collect::<Result<Vec<_>>>()?;
+        let mut extra_warnings = Vec::new();
+        let host = &readers[0].session.host;
+        if let Some(r) = readers.iter().find(|r| &r.session.host != host) {
+            extra_warnings.push(format!(
+                "{}: recorded on '{}', not '{host}' like {}",
+                r.name, r.session.host, readers[0].name
+            ));
+        }
+        Ok(Merged {
+            readers,
+            extra_warnings,
+        })
+    }
+
+    /// The first file's session stands for all of them.
+    pub fn session(&self) -> &Session {
+        &self.readers[0].session
+    }
+
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = self.extra_warnings.clone();
+        self.readers.iter().for_each(|r| w.extend_from_slice(&r.warnings));
+        w
+    }
+}
+
+impl Iterator for Merged {
+    type Item = Snapshot;
+
+    fn next(&mut self) -> Option<Snapshot> {
+        let mut best: Option<(usize, u64)> = None;
+        for (k, r) in self.readers.iter_mut().enumerate() {
+            if let Some(t) = r.peek_time() {
+                if best.is_none_or(|(_, bt)| t < bt) {
+                    best = Some((k, t));
+                }
+            }
+        }
+        self.readers[best?.0].next()
+    }
+}

@@ -1,0 +1,341 @@
+//! Format-level tests: round trips, crash safety, damage, versions, rotation.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::synth::{self, Rng};
+use super::*;
+use crate::model::fixture::{busy_snapshot, sample, snapshot, T0_NS};
+use crate::model::{Arch, Stack, State, Syscall};
+
+/// A fresh directory under the system temp dir, removed when dropped.
+pub(crate) struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("xtop-test-{tag}-{}-{n}", std::process::id()));
+        let _ = fs::remove_dir_all(&p);
+        fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Fixture snapshots exercising every field's edge cases.
+pub(crate) fn varied() -> Vec<Snapshot> {
+    let mut snaps: Vec<Snapshot> = (0..20).map(busy_snapshot).collect();
+    let s = &mut snaps[3].samples[0];
+    s.syscall = Syscall::Unknown;
+    s.runq_wait_ns = Some(7);
+    s.waker_tid = None;
+    s.voluntary = None;
+    snaps[4].samples[1].syscall = Syscall::In {
+        nr: 17,
+        args: [u64::MAX, 0, 1, 2, 3, 4],
+        ns_so_far: None,
+        seq: None,
+    };
+    snaps[5].samples[1].comm = "renamed".into(); // thread renamed itself: static fields change
+    snaps[6].samples[0].kstack = Some(Arc::new(Stack {
+        hash: u64::MAX,
+        frames: vec!["a".into(), "".into()],
+        top: 9,
+    }));
+    snaps[7].arch = Arch::Aarch64;
+    snaps[7].interval = Duration::from_millis(250);
+    snaps[8].dropped = 3;
+    snaps[9].samples.clear();
+    snaps[10].samples.reverse(); // tids need not be sorted
+    snaps[11]
+        .samples
+        .push(sample(u32::MAX, 1, "kworker/0:1", State::Idle, None));
+    snaps[11].samples[5].kthread = true;
+    snaps[12].time_ns -= 5; // clock steps are stored as they come
+    snaps[13].samples[2].since_oncpu_ns = Some(u64::MAX);
+    snaps
+}
+
+fn session() -> Session {
+    synth::session(Duration::from_secs(1))
+}
+
+fn read_one(p: &Path) -> Recording {
+    read_files(&[p.to_path_buf()]).unwrap()
+}
+
+#[test]
+fn write_file_round_trips_fixture_snapshots() {
+    let d = TempDir::new("rt");
+    let p = d.join("a.xtop");
+    let snaps = varied();
+    write_file(&p, &session(), &snaps).unwrap();
+    let r = read_one(&p);
+    assert_eq!(r.session, session());
+    assert_eq!(r.snapshots, snaps);
+    let dropped = format!(
+        "{}: the sampler dropped 3 snapshots while recording (xtop fell behind)",
+        p.display()
+    );
+    assert_eq!(r.warnings, [dropped]);
+    assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+    assert!(fs::read_dir(&d.0).unwrap().count() == 1, "temp file left behind");
+}
+
+/// A version-1 file from the first release of the format: every later xtop
+/// must still read it. Regenerate (only while VERSION is 1, e.g. after fixture
+/// changes) with `XTOP_REGEN_GOLDEN=1 cargo test golden`.
+#[test]
+fn reads_the_version_1_golden_file() {
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/recording/testdata/v1.xtop");
+    if std::env::var_os("XTOP_REGEN_GOLDEN").is_some() {
+        write_file(&golden, &session(), &varied()).unwrap();
+    }
+    assert_eq!(
+        fs::read(&golden).unwrap()[8..10],
+        [1, 0],
+        "golden file must stay version 1"
+    );
+    let r = read_one(&golden);
+    assert!(
+        r.warnings.iter().all(|w| w.contains("dropped 3")),
+        "{:?}",
+        r.warnings
+    );
+    assert_eq!(r.session.host, "synth");
+    assert_eq!(r.snapshots, varied());
+}
+
+#[test]
+fn writer_round_trips_across_key_frames() {
+    let d = TempDir::new("key");
+    let p = d.join("w.xtop");
+    let snaps = synth::workload(30, 700, Duration::from_secs(1), 7);
+    let mut w = Writer::create(&p, &session()).unwrap();
+    snaps.iter().for_each(|s| w.write_snapshot(s).unwrap());
+    w.finish().unwrap();
+    let r = read_one(&p);
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    assert_eq!(r.snapshots, snaps);
+    assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+}
+
+#[test]
+fn torn_tail_is_skipped_with_a_warning() {
+    let d = TempDir::new("torn");
+    let p = d.join("t.xtop");
+    let snaps: Vec<_> = (0..10).map(busy_snapshot).collect();
+    let mut w = Writer::create(&p, &session()).unwrap();
+    snaps.iter().for_each(|s| w.write_snapshot(s).unwrap());
+    let whole = w.bytes();
+    w.finish().unwrap();
+    // Simulate a crash in the middle of the last frame's write.
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&p)
+        .unwrap()
+        .set_len(whole - 7)
+        .unwrap();
+    let r = read_one(&p);
+    assert_eq!(r.snapshots, snaps[..9]);
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    assert!(
+        r.warnings[0].contains("recording interrupted"),
+        "{}",
+        r.warnings[0]
+    );
+
+    // Appending cuts the torn frame and continues after the intact ones.
+    let mut w = Writer::append(&p, &session()).unwrap();
+    assert!(w.warnings[0].contains("cut"), "{:?}", w.warnings);
+    w.write_snapshot(&busy_snapshot(10)).unwrap();
+    w.finish().unwrap();
+    let r = read_one(&p);
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    assert_eq!(r.snapshots.len(), 10);
+    assert_eq!(r.snapshots[9], busy_snapshot(10));
+}
+
+#[test]
+fn flipped_byte_costs_frames_not_the_file() {
+    let d = TempDir::new("flip");
+    let p = d.join("f.xtop");
+    let snaps = synth::workload(10, 800, Duration::from_secs(1), 3);
+    let mut w = Writer::create(&p, &session()).unwrap();
+    snaps.iter().for_each(|s| w.write_snapshot(s).unwrap());
+    w.finish().unwrap();
+    let mut bytes = fs::read(&p).unwrap();
+    let mid = bytes.len() / 3;
+    bytes[mid] ^= 0x10;
+    fs::write(&p, &bytes).unwrap();
+    let r = read_one(&p);
+    // Lost: the damaged frame and the deltas up to the next key frame (at most 300).
+    assert!(
+        r.snapshots.len() >= 800 - 300 && r.snapshots.len() < 800,
+        "{}",
+        r.snapshots.len()
+    );
+    assert!(r.snapshots.iter().all(|s| snaps.contains(s)));
+    assert!(r.snapshots.last() == snaps.last());
+    assert!(
+        r.warnings.iter().any(|w| w.contains("corrupt data at byte")),
+        "{:?}",
+        r.warnings
+    );
+}
+
+#[test]
+fn bad_files_get_one_line_errors() {
+    let d = TempDir::new("bad");
+    let p = d.join("x");
+    let err = |content: &[u8]| {
+        fs::write(&p, content).unwrap();
+        format!("{:#}", read_files(std::slice::from_ref(&p)).unwrap_err())
+    };
+    assert!(err(b"").contains("empty file"));
+    assert!(err(b"TIMESTAMP,TID\n1,2\n").contains("not an xtop recording"));
+    assert!(err(&frame::MAGIC[..5]).contains("truncated recording header"));
+    let mut future = frame::file_header().to_vec();
+    future[8] = 0xff;
+    let e = err(&future);
+    let mut ancient = frame::file_header().to_vec();
+    ancient[8] = 0;
+    assert!(err(&ancient).contains("version 0 is no longer supported"));
+    assert!(e.contains("version 255 is newer") && e.contains("upgrade"), "{e}");
+    assert!(err(&frame::file_header()).contains("no intact session header"));
+    let missing = format!("{:#}", read_files(&[d.join("nope")]).unwrap_err());
+    assert!(
+        missing.contains("cannot open") && missing.contains("nope"),
+        "{missing}"
+    );
+    assert!(!e.contains('\n') && !missing.contains('\n'));
+}
+
+#[test]
+fn rotation_names_files_by_period_and_reads_back_merged() {
+    let d = TempDir::new("rot");
+    let base = d.join("rec.xtop");
+    let snaps: Vec<_> = (0..150)
+        .map(|n| snapshot(n, vec![sample(1, 1, "a", State::Run, None)]))
+        .collect();
+    let period = Duration::from_secs(60);
+    let mut r = Rotating::open(&base, Some(period), &session(), snaps[0].time_ns).unwrap();
+    snaps.iter().for_each(|s| r.write(s).unwrap());
+    let files = r.files.clone();
+    r.finish().unwrap();
+    // T0 is on a minute boundary: 150 s span three one-minute periods.
+    let want: Vec<PathBuf> = (0..3)
+        .map(|m| rotated_path(&base, T0_NS + m * 60_000_000_000))
+        .collect();
+    assert_eq!(files, want);
+    let name = files[1].file_name().unwrap().to_str().unwrap().to_string();
+    assert!(
+        name.starts_with("rec-") && name.ends_with(".xtop") && name.len() == "rec-YYYYmmdd-HHMMSS.xtop".len()
+    );
+    for f in &files {
+        assert_eq!(fs::metadata(f).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    let mut rev = files.clone();
+    rev.reverse(); // order of arguments does not matter
+    let rec = read_files(&rev).unwrap();
+    assert_eq!(rec.snapshots, snaps);
+    assert_eq!(read_one(&files[2]).snapshots.len(), 30);
+}
+
+#[test]
+fn unwritable_target_is_a_clear_error() {
+    let d = TempDir::new("unw");
+    let e = format!(
+        "{:#}",
+        Writer::append(&d.join("no/such/dir/r.xtop"), &session())
+            .err()
+            .unwrap()
+    );
+    assert!(e.contains("cannot open") && e.contains("no/such/dir"), "{e}");
+    let e = format!("{:#}", Writer::append(&d.0, &session()).err().unwrap());
+    assert!(!e.is_empty());
+    fs::write(d.join("notes.txt"), "hello world, not a recording").unwrap();
+    let e = format!(
+        "{:#}",
+        Writer::append(&d.join("notes.txt"), &session()).err().unwrap()
+    );
+    assert!(
+        e.contains("refusing to append") && e.contains("not an xtop recording"),
+        "{e}"
+    );
+}
+
+#[test]
+fn disk_full_is_one_clear_error() {
+    // /dev/full answers every write with ENOSPC (present on any Linux with devtmpfs).
+    let full = Path::new("/dev/full");
+    assert!(full.exists(), "/dev/full missing");
+    let e = format!("{:#}", Writer::create(full, &session()).err().unwrap());
+    assert_eq!(e, "writing /dev/full: No space left on device (os error 28)");
+}
+
+/// Random damage to a valid recording: never a panic or a hang, and whatever
+/// comes back is exactly what was written (checksums let nothing wrong through).
+#[test]
+fn random_corruption_never_panics_or_invents_data() {
+    let d = TempDir::new("fuzz");
+    let p = d.join("z.xtop");
+    let snaps = synth::workload(8, 40, Duration::from_secs(1), 11);
+    let mut w = Writer::create(&p, &session()).unwrap();
+    for (k, chunk) in snaps.chunks(3).enumerate() {
+        w.write_snapshots(chunk).unwrap();
+        if k == 6 {
+            w.write_session(&session()).unwrap(); // key frames mid-file
+        }
+    }
+    w.finish().unwrap();
+    let good = fs::read(&p).unwrap();
+    let mut rng = Rng::new(0x5eed);
+    let started = Instant::now();
+    for round in 0..400 {
+        let mut b = good.clone();
+        for _ in 0..1 + rng.below(4) {
+            let at = rng.below(b.len() as u64) as usize;
+            match rng.below(5) {
+                0 => b[at] ^= 1 << rng.below(8),
+                1 => b.truncate(at),
+                2 => b[at] = rng.next_u64() as u8,
+                3 => {
+                    let junk: Vec<u8> = (0..rng.below(64)).map(|_| rng.next_u64() as u8).collect();
+                    b.splice(at..at, junk);
+                }
+                _ => {
+                    let end = (at + rng.below(200) as usize).min(b.len());
+                    b.drain(at..end);
+                }
+            }
+        }
+        fs::write(&p, &b).unwrap();
+        if let Ok(r) = read_files(std::slice::from_ref(&p)) {
+            for s in &r.snapshots {
+                assert!(
+                    snaps.contains(s),
+                    "round {round}: a snapshot that was never written"
+                );
+            }
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "too slow: {:?}",
+        started.elapsed()
+    );
+}

@@ -1,0 +1,221 @@
+//! Appending snapshots to a recording file, one frame per write.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use super::codec::Encoder;
+use super::frame::{self, FrameEncoder, FrameReader, KIND_DELTA, KIND_KEY, KIND_SESSION};
+use super::session;
+use crate::model::{Session, Snapshot};
+
+/// Snapshots between key frames: bounds both the tables' memory and what one
+/// damaged frame can take with it (at 1 s, five minutes).
+const KEY_EVERY: usize = 300;
+
+pub struct Writer {
+    file: File,
+    path: PathBuf,
+    enc: Encoder,
+    frames: FrameEncoder,
+    /// Snapshots written since the last key frame.
+    since_key: usize,
+    bytes: u64,
+    /// Things the user should know, e.g. a torn tail cut off before appending.
+    pub warnings: Vec<String>,
+}
+
+/// Opens for writing with mode 0600: command lines in samples can hold secrets.
+fn open_private(path: &Path, opts: &mut OpenOptions) -> Result<File> {
+    opts.mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot open {} for writing", path.display()))
+}
+
+impl Writer {
+    /// Starts a new recording at `path`, replacing any file there.
+    pub fn create(path: &Path, session: &Session) -> Result<Writer> {
+        let file = open_private(path, OpenOptions::new().write(true).create(true).truncate(true))?;
+        Writer::start(file, path, session)
+    }
+
+    /// Continues the recording at `path` (creating it if absent). A torn last
+    /// frame left by a crash is cut off first, so the new frames follow intact ones.
+    pub fn append(path: &Path, session: &Session) -> Result<Writer> {
+        let file = match open_private(path, OpenOptions::new().read(true).write(true).create_new(true)) {
+            Ok(f) => f,
+            Err(e)
+                if e.downcast_ref::<std::io::Error>()
+                    .is_some_and(|e| e.kind() == ErrorKind::AlreadyExists) =>
+            {
+                return Writer::reopen(path, session);
+            }
+            Err(e) => return Err(e),
+        };
+        Writer::start(file, path, session)
+    }
+
+    /// Begins a new, empty file.
+    fn start(file: File, path: &Path, session: &Session) -> Result<Writer> {
+        let mut w = Writer::on(file, path, 0)?;
+        w.put(&frame::file_header())?;
+        w.write_session(session)?;
+        sync_dir(path)?; // a power loss must not take the new file's name with it
+        Ok(w)
+    }
+
+    fn reopen(path: &Path, session: &Session) -> Result<Writer> {
+        let file = open_private(path, OpenOptions::new().read(true).write(true))?;
+        let mut warnings = Vec::new();
+        let len = file.metadata()?.len();
+        let good = if len == 0 {
+            0
+        } else {
+            let (mut r, _) = FrameReader::open(&file)
+                .with_context(|| format!("refusing to append to {}", path.display()))?;
+            let mut good = r.position();
+            while r.next_frame().is_some() {
+                good = r.position();
+            }
+            good
+        };
+        if good < len && len > 0 {
+            warnings.push(format!(
+                "{}: cut {} damaged bytes at the end before appending",
+                path.display(),
+                len - good
+            ));
+        }
+        file.set_len(good)
+            .with_context(|| format!("cannot truncate {}", path.display()))?;
+        let mut w = Writer::on(file, path, good)?;
+        w.warnings = warnings;
+        if good == 0 {
+            w.put(&frame::file_header())?;
+        }
+        w.write_session(session)?;
+        Ok(w)
+    }
+
+    fn on(file: File, path: &Path, at: u64) -> Result<Writer> {
+        use std::io::{Seek, SeekFrom};
+        let mut file = file;
+        file.seek(SeekFrom::Start(at))?;
+        Ok(Writer {
+            file,
+            path: path.to_path_buf(),
+            enc: Encoder::default(),
+            frames: FrameEncoder::new()?,
+            since_key: KEY_EVERY,
+            bytes: at,
+            warnings: Vec::new(),
+        })
+    }
+
+    fn put(&mut self, data: &[u8]) -> Result<()> {
+        self.file
+            .write_all(data)
+            .with_context(|| format!("writing {}", self.path.display()))?;
+        self.bytes += data.len() as u64;
+        Ok(())
+    }
+
+    pub(super) fn write_session(&mut self, s: &Session) -> Result<()> {
+        let f = self.frames.frame(KIND_SESSION, &session::encode(s))?;
+        self.put(&f)?;
+        self.since_key = KEY_EVERY; // the next snapshots start from fresh tables
+        Ok(())
+    }
+
+    pub fn write_snapshot(&mut self, snap: &Snapshot) -> Result<()> {
+        self.write_snapshots(std::slice::from_ref(snap))
+    }
+
+    /// Writes snapshots as one frame (fewer, larger frames compress better;
+    /// the live recorder writes one per pass so a crash loses at most one).
+    pub fn write_snapshots(&mut self, snaps: &[Snapshot]) -> Result<()> {
+        if snaps.is_empty() {
+            return Ok(());
+        }
+        let key = self.since_key >= KEY_EVERY;
+        let payload = self.enc.encode(snaps, key);
+        let f = self
+            .frames
+            .frame(if key { KIND_KEY } else { KIND_DELTA }, &payload)?;
+        self.since_key = if key {
+            snaps.len()
+        } else {
+            self.since_key + snaps.len()
+        };
+        if let Err(e) = self.put(&f) {
+            // The tables now hold entries the file lacks: start over at a key frame.
+            self.since_key = KEY_EVERY;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Forces written frames to stable storage.
+    pub fn flush(&mut self) -> Result<()> {
+        self.file
+            .sync_data()
+            .with_context(|| format!("syncing {}", self.path.display()))
+    }
+
+    pub fn finish(mut self) -> Result<()> {
+        self.flush()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Size of the file so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+/// Writes a whole recording atomically: a private temp file, fsync, rename,
+/// fsync of the directory. Readers never see a half-written file at `path`.
+pub fn write_file(path: &Path, session: &Session, snaps: &[Snapshot]) -> Result<()> {
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} is not a file name", path.display()))?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let tmp = dir.join(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id()));
+    let result = (|| {
+        let mut w = Writer::create(&tmp, session)?;
+        // Batches of 60 snapshots: better compression, still small frames.
+        for chunk in snaps.chunks(60) {
+            w.write_snapshots(chunk)?;
+        }
+        w.file
+            .sync_all()
+            .with_context(|| format!("syncing {}", tmp.display()))?;
+        fs::rename(&tmp, path)
+            .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
+        sync_dir(path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Makes a new or renamed directory entry durable.
+fn sync_dir(path: &Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("syncing {}", dir.display()))
+}
