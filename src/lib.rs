@@ -9,3 +9,4 @@ pub mod dimensions;
 pub mod model;
 pub mod output;
 pub mod value;
+pub mod ui;

@@ -1,0 +1,434 @@
+//! Bounded history of snapshots in a compact form.
+//!
+//! A `ThreadSample` is ~250 bytes (six syscall arguments, Arcs, `Option<u64>`s);
+//! an hour of 10,000 threads at 1 s would be ~9 GB. History keeps instead one
+//! 48-byte `Row` per sample: the fields that change every sample inline, and
+//! interned ids for what repeats (the thread's identity, the syscall
+//! invocation, the kernel stack). Interned entries are reference-counted and
+//! freed when the last snapshot using them is evicted, so memory stays flat
+//! once the history is full. Samples are rebuilt on demand, exactly.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::model::{Process, Snapshot, Stack, State, Syscall, ThreadSample};
+
+/// What stays the same from one sample of a thread to the next.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ThreadIdent {
+    pub tid: u32,
+    pub tgid: u32,
+    pub uid: u32,
+    pub user: Arc<str>,
+    pub comm: Arc<str>,
+    pub process: Arc<Process>,
+    pub pidns: u32,
+    pub cgroup_id: u64,
+    pub cgroup: Arc<str>,
+    pub kthread: bool,
+}
+
+/// One syscall invocation. The time in it is stored as its start
+/// (`snapshot time - ns_so_far`, wrapping), which is the same in every sample
+/// of a long blocking call, so those samples share one entry; the sample's
+/// `ns_so_far` is recovered exactly from the snapshot time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct SyscallKey {
+    nr: u32,
+    args: [u64; 6],
+    seq: Option<u64>,
+    start: Option<u64>,
+}
+
+/// Stacks come from the sampler as shared Arcs; compare by pointer first and
+/// hash only the address hash, so interning does not rehash every frame name.
+#[derive(Clone, Debug)]
+struct StackKey(Arc<Stack>);
+
+impl PartialEq for StackKey {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+impl Eq for StackKey {}
+impl Hash for StackKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.0.hash.hash(h);
+    }
+}
+
+const NONE_U64: u64 = u64::MAX;
+const NONE_U32: u32 = u32::MAX;
+const SYSCALL_NONE: u32 = 0;
+const SYSCALL_UNKNOWN: u32 = 1;
+const SYSCALL_BASE: u32 = 2;
+const NO_STACK: u32 = u32::MAX;
+
+/// One thread sample in history (48 bytes; see the module comment).
+#[derive(Clone, Copy, Debug)]
+pub struct Row {
+    since_offcpu: u64,
+    since_oncpu: u64,
+    since_wakeup: u64,
+    thread: u32,
+    syscall: u32,
+    kstack: u32,
+    waker: u32,
+    cpu: u32,
+    state: State,
+    /// 0 unknown, 1 preempted, 2 voluntary.
+    voluntary: u8,
+}
+
+fn opt(v: u64) -> Option<u64> {
+    (v != NONE_U64).then_some(v)
+}
+
+/// Reference-counted interning with id reuse, so ids stay dense and memory flat.
+struct Interner<K> {
+    ids: HashMap<K, u32>,
+    slots: Vec<Option<(K, u32)>>,
+    free: Vec<u32>,
+}
+
+impl<K: Clone + Eq + Hash> Interner<K> {
+    fn new() -> Self {
+        Interner { ids: HashMap::new(), slots: Vec::new(), free: Vec::new() }
+    }
+
+    fn acquire(&mut self, key: K) -> u32 {
+        if let Some(&id) = self.ids.get(&key) {
+            if let Some((_, refs)) = &mut self.slots[id as usize] {
+                *refs += 1;
+            }
+            return id;
+        }
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None => {
+                self.slots.push(None);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.slots[id as usize] = Some((key.clone(), 1));
+        self.ids.insert(key, id);
+        id
+    }
+
+    fn release(&mut self, id: u32) {
+        let slot = &mut self.slots[id as usize];
+        if let Some((key, refs)) = slot {
+            *refs -= 1;
+            if *refs == 0 {
+                self.ids.remove(key);
+                *slot = None;
+                self.free.push(id);
+            }
+        }
+    }
+
+    fn get(&self, id: u32) -> &K {
+        &self.slots[id as usize].as_ref().expect("interned id in use").0
+    }
+
+    fn live(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Approximate heap use: the key twice (map and slot) plus table overhead.
+    fn bytes(&self) -> usize {
+        let k = std::mem::size_of::<K>();
+        self.ids.capacity() * (k + 4 + 1) + self.slots.capacity() * std::mem::size_of::<Option<(K, u32)>>()
+            + self.free.capacity() * 4
+    }
+}
+
+struct Stored {
+    /// The snapshot's own fields with `samples` left empty.
+    meta: Snapshot,
+    rows: Box<[Row]>,
+}
+
+/// Snapshots in arrival (time) order, oldest evicted past `limit`.
+pub struct History {
+    snaps: VecDeque<Stored>,
+    threads: Interner<ThreadIdent>,
+    syscalls: Interner<SyscallKey>,
+    stacks: Interner<StackKey>,
+    /// Keep snapshots newer than `latest - limit`; None keeps everything (replay).
+    limit: Option<Duration>,
+    /// Id of `snaps[0]`: ids count every snapshot ever pushed, so caches can
+    /// follow evictions.
+    first_id: u64,
+    samples: usize,
+}
+
+impl History {
+    pub fn new(limit: Option<Duration>) -> History {
+        History {
+            snaps: VecDeque::new(),
+            threads: Interner::new(),
+            syscalls: Interner::new(),
+            stacks: Interner::new(),
+            limit,
+            first_id: 0,
+            samples: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.snaps.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.snaps.is_empty()
+    }
+
+    pub fn first_id(&self) -> u64 {
+        self.first_id
+    }
+
+    /// Thread samples held.
+    pub fn samples(&self) -> usize {
+        self.samples
+    }
+
+    pub fn meta(&self, i: usize) -> &Snapshot {
+        &self.snaps[i].meta
+    }
+
+    pub fn rows(&self, i: usize) -> usize {
+        self.snaps[i].rows.len()
+    }
+
+    pub fn latest(&self) -> Option<&Snapshot> {
+        self.snaps.back().map(|s| &s.meta)
+    }
+
+    /// First index whose time is after `t`.
+    pub fn index_after(&self, t: u64) -> usize {
+        self.snaps.partition_point(|s| s.meta.time_ns <= t)
+    }
+
+    /// Stores a snapshot and evicts what falls out of the limit; returns how
+    /// many snapshots were evicted. Snapshots must arrive in time order (an
+    /// out-of-order one is placed by time so window searches stay valid).
+    pub fn push(&mut self, mut snap: Snapshot) -> usize {
+        let samples = std::mem::take(&mut snap.samples);
+        let rows: Box<[Row]> = samples.iter().map(|s| self.compact(&snap, s)).collect();
+        self.samples += rows.len();
+        let stored = Stored { meta: snap, rows };
+        let pos = self.index_after(stored.meta.time_ns);
+        self.snaps.insert(pos, stored);
+        let mut evicted = 0;
+        if let Some(limit) = self.limit {
+            let latest = self.snaps.back().map_or(0, |s| s.meta.time_ns);
+            let horizon = latest.saturating_sub(limit.as_nanos() as u64);
+            while self.snaps.len() > 1 && self.snaps[0].meta.time_ns <= horizon {
+                self.evict_oldest();
+                evicted += 1;
+            }
+        }
+        evicted
+    }
+
+    fn evict_oldest(&mut self) {
+        if let Some(old) = self.snaps.pop_front() {
+            for r in old.rows.iter() {
+                self.threads.release(r.thread);
+                if r.syscall >= SYSCALL_BASE {
+                    self.syscalls.release(r.syscall - SYSCALL_BASE);
+                }
+                if r.kstack != NO_STACK {
+                    self.stacks.release(r.kstack);
+                }
+            }
+            self.samples -= old.rows.len();
+            self.first_id += 1;
+        }
+    }
+
+    fn compact(&mut self, snap: &Snapshot, s: &ThreadSample) -> Row {
+        let thread = self.threads.acquire(ThreadIdent {
+            tid: s.tid,
+            tgid: s.tgid,
+            uid: s.uid,
+            user: s.user.clone(),
+            comm: s.comm.clone(),
+            process: s.process.clone(),
+            pidns: s.pidns,
+            cgroup_id: s.cgroup_id,
+            cgroup: s.cgroup.clone(),
+            kthread: s.kthread,
+        });
+        let syscall = match s.syscall {
+            Syscall::None => SYSCALL_NONE,
+            Syscall::Unknown => SYSCALL_UNKNOWN,
+            Syscall::In { nr, args, ns_so_far, seq } => {
+                let start = ns_so_far.map(|ns| snap.time_ns.wrapping_sub(ns));
+                SYSCALL_BASE + self.syscalls.acquire(SyscallKey { nr, args, seq, start })
+            }
+        };
+        let kstack = s.kstack.as_ref().map_or(NO_STACK, |k| self.stacks.acquire(StackKey(k.clone())));
+        Row {
+            since_offcpu: s.since_offcpu_ns.unwrap_or(NONE_U64),
+            since_oncpu: s.since_oncpu_ns.unwrap_or(NONE_U64),
+            since_wakeup: s.since_wakeup_ns.unwrap_or(NONE_U64),
+            thread,
+            syscall,
+            kstack,
+            waker: s.waker_tid.unwrap_or(NONE_U32),
+            cpu: s.cpu,
+            state: s.state,
+            voluntary: s.voluntary.map_or(0, |v| 1 + v as u8),
+        }
+    }
+
+    pub fn ident(&self, i: usize, row: usize) -> &ThreadIdent {
+        self.threads.get(self.snaps[i].rows[row].thread)
+    }
+
+    /// The exact sample `row` of snapshot `i`.
+    pub fn sample(&self, i: usize, row: usize) -> ThreadSample {
+        let st = &self.snaps[i];
+        let r = &st.rows[row];
+        let t = self.threads.get(r.thread);
+        let syscall = match r.syscall {
+            SYSCALL_NONE => Syscall::None,
+            SYSCALL_UNKNOWN => Syscall::Unknown,
+            id => {
+                let k = self.syscalls.get(id - SYSCALL_BASE);
+                Syscall::In {
+                    nr: k.nr,
+                    args: k.args,
+                    ns_so_far: k.start.map(|s| st.meta.time_ns.wrapping_sub(s)),
+                    seq: k.seq,
+                }
+            }
+        };
+        ThreadSample {
+            tid: t.tid,
+            tgid: t.tgid,
+            uid: t.uid,
+            user: t.user.clone(),
+            comm: t.comm.clone(),
+            process: t.process.clone(),
+            pidns: t.pidns,
+            cgroup_id: t.cgroup_id,
+            cgroup: t.cgroup.clone(),
+            cpu: r.cpu,
+            kthread: t.kthread,
+            state: r.state,
+            syscall,
+            since_offcpu_ns: opt(r.since_offcpu),
+            since_oncpu_ns: opt(r.since_oncpu),
+            voluntary: match r.voluntary {
+                0 => None,
+                v => Some(v == 2),
+            },
+            since_wakeup_ns: opt(r.since_wakeup),
+            waker_tid: (r.waker != NONE_U32).then_some(r.waker),
+            kstack: (r.kstack != NO_STACK).then(|| self.stacks.get(r.kstack).0.clone()),
+        }
+    }
+
+    /// Rebuilds snapshot `i` into `out`, reusing its sample buffer.
+    pub fn materialize_into(&self, i: usize, out: &mut Snapshot) {
+        let meta = &self.snaps[i].meta;
+        out.time_ns = meta.time_ns;
+        out.interval = meta.interval;
+        out.ncpus = meta.ncpus;
+        out.arch = meta.arch;
+        out.cost = meta.cost;
+        out.dropped = meta.dropped;
+        out.samples.clear();
+        out.samples.extend((0..self.snaps[i].rows.len()).map(|r| self.sample(i, r)));
+    }
+
+    pub fn materialize(&self, i: usize) -> Snapshot {
+        let mut out = Snapshot { samples: Vec::new(), ..self.snaps[i].meta.clone() };
+        self.materialize_into(i, &mut out);
+        out
+    }
+
+    /// Approximate heap bytes held (rows plus interning tables; the strings
+    /// and stacks the Arcs point to are shared with the sampler's caches).
+    pub fn bytes(&self) -> usize {
+        let rows: usize = self.snaps.iter().map(|s| s.rows.len() * std::mem::size_of::<Row>()).sum();
+        rows + self.snaps.capacity() * std::mem::size_of::<Stored>()
+            + self.threads.bytes()
+            + self.syscalls.bytes()
+            + self.stacks.bytes()
+    }
+
+    /// Live interned entries: (threads, syscall invocations, stacks).
+    pub fn interned(&self) -> (usize, usize, usize) {
+        (self.threads.live(), self.syscalls.live(), self.stacks.live())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::fixture::{busy_snapshot, sample, snapshot};
+
+    #[test]
+    fn row_is_48_bytes() {
+        assert_eq!(std::mem::size_of::<Row>(), 48);
+    }
+
+    #[test]
+    fn samples_round_trip_exactly() {
+        let mut h = History::new(None);
+        let mut snap = busy_snapshot(0);
+        snap.samples[0].since_wakeup_ns = None;
+        snap.samples[1].voluntary = Some(false);
+        snap.samples[2].syscall = Syscall::Unknown;
+        snap.samples[3].waker_tid = None;
+        if let Syscall::In { ns_so_far, .. } = &mut snap.samples[4].syscall {
+            *ns_so_far = None;
+        }
+        h.push(snap.clone());
+        assert_eq!(h.materialize(0), snap);
+    }
+
+    #[test]
+    fn eviction_keeps_the_limit_and_frees_interned_entries() {
+        let mut h = History::new(Some(Duration::from_secs(10)));
+        for i in 0..100 {
+            h.push(busy_snapshot(i));
+        }
+        // Newer than latest-10s: 89 < t <= 99.
+        assert_eq!(h.len(), 10);
+        assert_eq!(h.first_id(), 90);
+        assert_eq!(h.meta(0).time_ns, busy_snapshot(90).time_ns);
+        let (threads, _, stacks) = h.interned();
+        assert_eq!(threads, 6);
+        assert_eq!(stacks, 1);
+        let mut one = History::new(Some(Duration::from_secs(1)));
+        for i in 0..50 {
+            one.push(snapshot(i, vec![sample(i as u32, 1, "x", State::Disk, Some(0))]));
+        }
+        // Every snapshot has a new thread; only the last one's entries remain.
+        assert_eq!(one.len(), 1);
+        assert_eq!(one.interned(), (1, 1, 1), "evicted entries are freed");
+        assert_eq!(one.samples(), 1);
+    }
+
+    #[test]
+    fn long_syscalls_share_one_entry() {
+        let mut h = History::new(None);
+        for i in 0..10u64 {
+            let mut s = sample(7, 7, "db", State::Disk, Some(17));
+            if let Syscall::In { ns_so_far, .. } = &mut s.syscall {
+                *ns_so_far = Some(5_000_000_000 + i * 1_000_000_000);
+            }
+            h.push(snapshot(i, vec![s]));
+        }
+        assert_eq!(h.interned().1, 1);
+        let last = h.sample(9, 0);
+        assert!(matches!(last.syscall, Syscall::In { ns_so_far: Some(14_000_000_000), .. }));
+    }
+}

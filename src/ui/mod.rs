@@ -1,0 +1,3 @@
+//! The interactive terminal UI.
+pub mod history;
+pub mod view;
