@@ -203,6 +203,10 @@ impl History {
         self.snaps[i].rows.len()
     }
 
+    pub fn first_time(&self) -> Option<u64> {
+        self.snaps.front().map(|s| s.meta.time_ns)
+    }
+
     pub fn latest(&self) -> Option<&Snapshot> {
         self.snaps.back().map(|s| &s.meta)
     }
@@ -216,7 +220,9 @@ impl History {
     /// many snapshots were evicted. Snapshots must arrive in time order (an
     /// out-of-order one is placed by time so window searches stay valid).
     pub fn push(&mut self, mut snap: Snapshot) -> usize {
-        let samples = std::mem::take(&mut snap.samples);
+        let mut samples = std::mem::take(&mut snap.samples);
+        // Rows sorted by tid let the thread view find a thread by binary search.
+        samples.sort_by_key(|s| s.tid);
         let rows: Box<[Row]> = samples.iter().map(|s| self.compact(&snap, s)).collect();
         self.samples += rows.len();
         let stored = Stored { meta: snap, rows };
@@ -286,11 +292,18 @@ impl History {
         }
     }
 
+    /// The row of thread `tid` in snapshot `i`, if it was sampled there.
+    pub fn find_tid(&self, i: usize, tid: u32) -> Option<usize> {
+        let rows = &self.snaps[i].rows;
+        let at = rows.partition_point(|r| self.threads.get(r.thread).tid < tid);
+        (at < rows.len() && self.threads.get(rows[at].thread).tid == tid).then_some(at)
+    }
+
     pub fn ident(&self, i: usize, row: usize) -> &ThreadIdent {
         self.threads.get(self.snaps[i].rows[row].thread)
     }
 
-    /// The exact sample `row` of snapshot `i`.
+    /// The exact sample `row` of snapshot `i` (rows are in tid order).
     pub fn sample(&self, i: usize, row: usize) -> ThreadSample {
         let st = &self.snaps[i];
         let r = &st.rows[row];
@@ -392,6 +405,8 @@ mod tests {
         }
         h.push(snap.clone());
         assert_eq!(h.materialize(0), snap);
+        assert_eq!(h.find_tid(0, 200), Some(3));
+        assert_eq!(h.find_tid(0, 150), None);
     }
 
     #[test]
