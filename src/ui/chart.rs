@@ -34,8 +34,9 @@ impl Widget for AshChart<'_> {
         }
         let body_h = area.height - 1;
         let ncpus = self.ncpus as f64;
-        // Headroom above the CPU line so it never sits on the top edge.
-        let ymax = (self.chart.max_total().max(ncpus) * 1.1).max(1.0);
+        // Headroom: the CPU line stays below the top row, where the scale is labelled.
+        let room = if body_h > 1 { body_h as f64 / (body_h as f64 - 1.0) * 1.01 } else { 1.1 };
+        let ymax = (self.chart.max_total() * 1.1).max(ncpus * room).max(1.0);
         let unit = ymax / body_h as f64;
         let cpu_row = ((ncpus / unit) as u16).min(body_h - 1);
         let axis = Style::new().fg(Color::DarkGray);

@@ -90,10 +90,11 @@ fn draw_header(f: &mut Frame, area: Rect, app: &App) {
         ("LIVE", Color::Green)
     };
     let bold = Style::new().add_modifier(Modifier::BOLD);
+    // The mode first: on a narrow screen it is what must not be cut off.
     let mut l1 = vec![
         Span::styled("xtop ", bold),
-        Span::raw(format!("{} · {} · {} CPUs · every {} · ", s.host, s.kernel, s.ncpus, humantime::format_duration(s.interval))),
         Span::styled(mode, Style::new().fg(Color::Black).bg(colour).add_modifier(Modifier::BOLD)),
+        Span::raw(format!(" {} · {} · {} CPUs · every {}", s.host, s.kernel, s.ncpus, humantime::format_duration(s.interval))),
     ];
     if app.source_ended {
         l1.push(Span::styled(" sampler stopped", Style::new().fg(Color::Red)));
@@ -140,11 +141,13 @@ fn draw_footer(f: &mut Frame, area: Rect, app: &App) {
     let crumb = if let Overlay::Prompt(p) = &app.overlay {
         let lead = match p.kind {
             PromptKind::Search => "search: ",
-            PromptKind::Filter => "filter (dim=value, dim!=value, dim~text): ",
+            PromptKind::Filter => "filter: ",
         };
         let mut spans = vec![Span::styled(lead, Style::new().fg(Color::Yellow)), Span::raw(p.text.clone()), Span::raw("█")];
         if let Some(e) = &p.error {
             spans.push(Span::styled(format!("  {e}"), Style::new().fg(Color::Red)));
+        } else if p.kind == PromptKind::Filter && p.text.is_empty() {
+            spans.push(Span::styled(" dim=value, dim!=value or dim~text", Style::new().fg(Color::DarkGray)));
         }
         Line::from(spans)
     } else {
