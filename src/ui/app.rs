@@ -31,14 +31,17 @@ impl Default for UiOptions {
         UiOptions {
             history: Duration::from_secs(3600),
             export_dir: PathBuf::from("."),
-            group_by: dimensions::parse_list(dimensions::DEFAULT_GROUP_BY).expect("default group-by is valid"),
+            group_by: dimensions::parse_list(dimensions::DEFAULT_GROUP_BY)
+                .expect("default group-by is valid"),
             filters: Vec::new(),
         }
     }
 }
 
 /// Window widths `+`/`-` step through, in seconds.
-pub const SPANS: &[u64] = &[10, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400];
+pub const SPANS: &[u64] = &[
+    10, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400,
+];
 pub const DEFAULT_SPAN: Duration = Duration::from_secs(60);
 /// Drill-down regroups by the first of these not yet pinned by a filter,
 /// ending at single threads.
@@ -65,7 +68,16 @@ pub struct Level {
 
 impl Level {
     fn new(query: Query) -> Level {
-        Level { query, selected: 0, offset: 0, sort: Sort { col: 0, reverse: false }, search: String::new() }
+        Level {
+            query,
+            selected: 0,
+            offset: 0,
+            sort: Sort {
+                col: 0,
+                reverse: false,
+            },
+            search: String::new(),
+        }
     }
 }
 
@@ -162,7 +174,10 @@ impl App {
             live,
             source_ended: false,
             all,
-            level: Level::new(Query { dims: opts.group_by.clone(), filters: opts.filters.clone() }),
+            level: Level::new(Query {
+                dims: opts.group_by.clone(),
+                filters: opts.filters.clone(),
+            }),
             stack: Vec::new(),
             overlay: Overlay::None,
             end: None,
@@ -185,7 +200,13 @@ impl App {
 
     /// Widest step of the `+`/`-` ladder needed to show `secs` at once.
     pub fn span_covering(secs: u64) -> Duration {
-        Duration::from_secs(SPANS.iter().copied().find(|&s| s >= secs).unwrap_or(SPANS[SPANS.len() - 1]))
+        Duration::from_secs(
+            SPANS
+                .iter()
+                .copied()
+                .find(|&s| s >= secs)
+                .unwrap_or(SPANS[SPANS.len() - 1]),
+        )
     }
 
     pub fn mode(&self) -> Mode {
@@ -216,8 +237,16 @@ impl App {
         let latest = self.history.latest()?.time_ns;
         let end_ns = self.end.unwrap_or(latest).min(latest);
         let start_ns = end_ns.saturating_sub(self.span.as_nanos() as u64);
-        let (lo, hi) = (self.history.index_after(start_ns), self.history.index_after(end_ns));
-        Some(Window { lo, hi, start_ns, end_ns })
+        let (lo, hi) = (
+            self.history.index_after(start_ns),
+            self.history.index_after(end_ns),
+        );
+        Some(Window {
+            lo,
+            hi,
+            start_ns,
+            end_ns,
+        })
     }
 
     pub fn view(&self) -> &WindowView {
@@ -239,18 +268,24 @@ impl App {
     pub fn prepare(&mut self, chart_cols: usize, page: usize, budget: Option<Duration>) {
         // No more columns than snapshots fit in the window, or the chart would
         // show gaps between samples that are not gaps in activity.
-        let slots = (self.span.as_nanos() / self.session.interval.as_nanos().max(1)).max(1) as usize;
+        let slots =
+            (self.span.as_nanos() / self.session.interval.as_nanos().max(1)).max(1) as usize;
         let chart_cols = chart_cols.min(slots);
         self.chart_cols = chart_cols;
         self.page = page.max(1);
-        if self.toast.as_ref().is_some_and(|t| t.at.elapsed() > TOAST_FOR) {
+        if self
+            .toast
+            .as_ref()
+            .is_some_and(|t| t.at.elapsed() > TOAST_FOR)
+        {
             self.toast = None;
         }
         let Some(win) = self.window() else { return };
         if let Some(tid) = self.pinned_tid() {
             self.refresh_thread(tid, win);
         } else {
-            self.cache.refresh(&self.history, &self.level.query, win, chart_cols, budget);
+            self.cache
+                .refresh(&self.history, &self.level.query, win, chart_cols, budget);
             self.refresh_rows();
         }
         let len = self.row_count();
@@ -271,14 +306,24 @@ impl App {
     }
 
     fn refresh_rows(&mut self) {
-        let key = (self.cache.generation, self.level.sort, self.level.search.clone());
+        let key = (
+            self.cache.generation,
+            self.level.sort,
+            self.level.search.clone(),
+        );
         if self.rows_key.as_ref() == Some(&key) {
             return;
         }
         let groups = &self.cache.view().agg.groups;
         let needle = self.level.search.to_lowercase();
         let mut rows: Vec<usize> = (0..groups.len())
-            .filter(|&i| needle.is_empty() || groups[i].key.iter().any(|v| v.to_string().to_lowercase().contains(&needle)))
+            .filter(|&i| {
+                needle.is_empty()
+                    || groups[i]
+                        .key
+                        .iter()
+                        .any(|v| v.to_string().to_lowercase().contains(&needle))
+            })
             .collect();
         let Sort { col, reverse } = self.level.sort;
         if col > 0 {
@@ -306,7 +351,8 @@ impl App {
             if let Some(r) = h.find_tid(i, tid) {
                 let t = h.meta(i).time_ns;
                 let s = h.sample(i, r);
-                let c = ((t.saturating_sub(win.start_ns + 1)) as u128 * cols as u128 / span as u128) as usize;
+                let c = ((t.saturating_sub(win.start_ns + 1)) as u128 * cols as u128 / span as u128)
+                    as usize;
                 counts[c.min(cols - 1)][s.state as usize] += 1;
                 samples.push((t, s));
             }
@@ -318,7 +364,12 @@ impl App {
                 (c[best] > 0).then_some(State::ALL[best])
             })
             .collect();
-        self.thread = ThreadData { tid, samples, timeline, key };
+        self.thread = ThreadData {
+            tid,
+            samples,
+            timeline,
+            key,
+        };
     }
 
     fn row_count(&self) -> usize {
@@ -358,22 +409,43 @@ impl App {
             Action::Drill => self.drill(),
             Action::Pop => self.pop(),
             Action::GroupBy => {
-                self.overlay = Overlay::Picker(Picker { cursor: 0, offset: 0, chosen: self.level.query.dims.clone() })
+                self.overlay = Overlay::Picker(Picker {
+                    cursor: 0,
+                    offset: 0,
+                    chosen: self.level.query.dims.clone(),
+                })
             }
             Action::Search => {
                 let text = self.level.search.clone();
-                self.overlay = Overlay::Prompt(Prompt { kind: PromptKind::Search, text, error: None })
+                self.overlay = Overlay::Prompt(Prompt {
+                    kind: PromptKind::Search,
+                    text,
+                    error: None,
+                })
             }
             Action::Filter => {
-                self.overlay = Overlay::Prompt(Prompt { kind: PromptKind::Filter, text: String::new(), error: None })
+                self.overlay = Overlay::Prompt(Prompt {
+                    kind: PromptKind::Filter,
+                    text: String::new(),
+                    error: None,
+                })
             }
             Action::SortLeft | Action::SortRight => {
                 let n = self.level.query.dims.len() + 1;
                 let step = if action == Action::SortLeft { n - 1 } else { 1 };
-                self.level.sort = Sort { col: (self.level.sort.col + step) % n, reverse: false };
+                self.level.sort = Sort {
+                    col: (self.level.sort.col + step) % n,
+                    reverse: false,
+                };
             }
             Action::SortInvert => self.level.sort.reverse = !self.level.sort.reverse,
-            Action::Pause => self.end = if self.end.is_some() { None } else { self.history.latest().map(|s| s.time_ns) },
+            Action::Pause => {
+                self.end = if self.end.is_some() {
+                    None
+                } else {
+                    self.history.latest().map(|s| s.time_ns)
+                }
+            }
             Action::Back | Action::Forward => self.shift(action == Action::Back),
             Action::Widen | Action::Narrow => {
                 let cur = self.span.as_secs();
@@ -388,13 +460,19 @@ impl App {
             }
             Action::ToggleAll => {
                 self.all = !self.all;
-                let what = if self.all { "all threads" } else { "active threads only" };
+                let what = if self.all {
+                    "all threads"
+                } else {
+                    "active threads only"
+                };
                 self.say(format!("sampling {what}"), false);
                 return Effect::SetAll(self.all);
             }
             Action::Export => self.export(),
             Action::Help => self.overlay = Overlay::Help(0),
-            Action::CloseHelp | Action::PickCancel | Action::PromptCancel => self.overlay = Overlay::None,
+            Action::CloseHelp | Action::PickCancel | Action::PromptCancel => {
+                self.overlay = Overlay::None
+            }
             Action::Quit => return Effect::Quit,
             Action::PickToggle | Action::PickEarlier | Action::PickLater => self.pick(action),
             Action::PickApply => self.pick_apply(),
@@ -410,12 +488,18 @@ impl App {
     }
 
     pub fn say(&mut self, text: String, error: bool) {
-        self.toast = Some(Toast { text, error, at: Instant::now() });
+        self.toast = Some(Toast {
+            text,
+            error,
+            at: Instant::now(),
+        });
     }
 
     fn move_by(&mut self, delta: isize) {
         if let Overlay::Help(scroll) = &mut self.overlay {
-            *scroll = (*scroll as isize).saturating_add(delta).clamp(0, keys::BINDINGS.len() as isize) as usize;
+            *scroll = (*scroll as isize)
+                .saturating_add(delta)
+                .clamp(0, keys::BINDINGS.len() as isize) as usize;
             return;
         }
         let len = self.row_count();
@@ -423,7 +507,9 @@ impl App {
             Overlay::Picker(p) => p.cursor,
             _ => self.level.selected,
         };
-        let next = (cur as isize).saturating_add(delta).clamp(0, len.saturating_sub(1) as isize) as usize;
+        let next = (cur as isize)
+            .saturating_add(delta)
+            .clamp(0, len.saturating_sub(1) as isize) as usize;
         match &mut self.overlay {
             Overlay::Picker(p) => p.cursor = next,
             _ => self.level.selected = next,
@@ -436,7 +522,11 @@ impl App {
     }
 
     fn drill(&mut self) {
-        let Some(g) = self.rows.get(self.level.selected).map(|&i| &self.cache.view().agg.groups[i]) else {
+        let Some(g) = self
+            .rows
+            .get(self.level.selected)
+            .map(|&i| &self.cache.view().agg.groups[i])
+        else {
             self.say("nothing to drill into".into(), true);
             return;
         };
@@ -461,7 +551,10 @@ impl App {
     /// Moves the window half its width back or forward; forward past the
     /// newest snapshot follows live data again.
     fn shift(&mut self, back: bool) {
-        let (Some(first), Some(latest)) = (self.history.first_time(), self.history.latest().map(|s| s.time_ns)) else {
+        let (Some(first), Some(latest)) = (
+            self.history.first_time(),
+            self.history.latest().map(|s| s.time_ns),
+        ) else {
             return;
         };
         let cur = self.end.unwrap_or(latest).min(latest);
@@ -476,7 +569,9 @@ impl App {
     }
 
     fn pick(&mut self, action: Action) {
-        let Overlay::Picker(p) = &mut self.overlay else { return };
+        let Overlay::Picker(p) = &mut self.overlay else {
+            return;
+        };
         let dim = &DIMENSIONS[p.cursor];
         let at = p.chosen.iter().position(|d| *d == dim);
         match (action, at) {
@@ -491,19 +586,26 @@ impl App {
     }
 
     fn pick_apply(&mut self) {
-        let Overlay::Picker(p) = &self.overlay else { return };
+        let Overlay::Picker(p) = &self.overlay else {
+            return;
+        };
         if p.chosen.is_empty() {
             self.say("pick at least one dimension (Space adds)".into(), true);
             return;
         }
         self.level.query.dims = p.chosen.clone();
-        self.level.sort = Sort { col: 0, reverse: false };
+        self.level.sort = Sort {
+            col: 0,
+            reverse: false,
+        };
         self.level.selected = 0;
         self.overlay = Overlay::None;
     }
 
     fn prompt_submit(&mut self) {
-        let Overlay::Prompt(p) = &mut self.overlay else { return };
+        let Overlay::Prompt(p) = &mut self.overlay else {
+            return;
+        };
         match p.kind {
             PromptKind::Search => {
                 self.level.search = p.text.trim().to_string();
@@ -527,7 +629,14 @@ impl App {
             self.say("nothing to export yet".into(), true);
             return;
         };
-        let res = export::export(&self.export_dir, &self.session, &self.history, win, &self.level.query, None);
+        let res = export::export(
+            &self.export_dir,
+            &self.session,
+            &self.history,
+            win,
+            &self.level.query,
+            None,
+        );
         match res {
             Ok(paths) => {
                 let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
@@ -541,7 +650,11 @@ impl App {
 /// Group-by after drilling: the first dimensions of the drill order that no
 /// equality filter pins yet (up to three).
 fn next_dims(filters: &[Filter]) -> Vec<&'static Dimension> {
-    let pinned = |name: &str| filters.iter().any(|f| f.dim.name == name && f.op == FilterOp::Eq);
+    let pinned = |name: &str| {
+        filters
+            .iter()
+            .any(|f| f.dim.name == name && f.op == FilterOp::Eq)
+    };
     let dims: Vec<_> = DRILL_ORDER
         .iter()
         .filter(|n| !pinned(n))

@@ -35,7 +35,11 @@ impl Widget for AshChart<'_> {
         let body_h = area.height - 1;
         let ncpus = self.ncpus as f64;
         // Headroom: the CPU line stays below the top row, where the scale is labelled.
-        let room = if body_h > 1 { body_h as f64 / (body_h as f64 - 1.0) * 1.01 } else { 1.1 };
+        let room = if body_h > 1 {
+            body_h as f64 / (body_h as f64 - 1.0) * 1.01
+        } else {
+            1.1
+        };
         let ymax = (self.chart.max_total() * 1.1).max(ncpus * room).max(1.0);
         let unit = ymax / body_h as f64;
         let cpu_row = ((ncpus / unit) as u16).min(body_h - 1);
@@ -52,7 +56,12 @@ impl Widget for AshChart<'_> {
             } else {
                 String::new()
             };
-            buf.set_string(area.x, y, format!("{text:>w$}┤", w = AXIS_W as usize - 1), axis);
+            buf.set_string(
+                area.x,
+                y,
+                format!("{text:>w$}┤", w = AXIS_W as usize - 1),
+                axis,
+            );
         }
         let (cw, pad) = stretch(self.chart.cols.len(), area.right() - x0);
         let line_y = area.y + body_h - 1 - cpu_row;
@@ -61,10 +70,15 @@ impl Widget for AshChart<'_> {
             buf[(x, line_y)].set_symbol("╌").set_fg(Color::White);
         }
         for (c, col) in self.chart.cols.iter().enumerate() {
-            let cells: Vec<f64> = col.as_ref().map_or_else(Vec::new, |v| v.iter().map(|t| t / unit).collect());
+            let cells: Vec<f64> = col
+                .as_ref()
+                .map_or_else(Vec::new, |v| v.iter().map(|t| t / unit).collect());
             let total: f64 = cells.iter().sum();
             let top_band = cells.iter().rposition(|&v| v > 0.0);
-            for x in (0..cw).map(|i| x0 + pad + c as u16 * cw + i).filter(|&x| x < area.right()) {
+            for x in (0..cw)
+                .map(|i| x0 + pad + c as u16 * cw + i)
+                .filter(|&x| x < area.right())
+            {
                 for r in 0..body_h {
                     let y = area.y + body_h - 1 - r;
                     let cell = &mut buf[(x, y)];

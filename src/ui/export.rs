@@ -42,11 +42,21 @@ pub fn write_recording(path: &Path, _session: &Session, snaps: &[Snapshot]) -> a
 /// Writes `bytes` to a temporary file beside `path`, syncs it and renames it
 /// over `path`: readers never see a half-written export.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().context("export path has no file name")?.to_string_lossy();
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .context("export path has no file name")?
+        .to_string_lossy();
     let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
     let write = || -> std::io::Result<()> {
-        let mut f = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         fs::rename(&tmp, path)
@@ -60,14 +70,27 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 /// `YYYYmmdd-HHMMSS`, local time.
 fn stamp(ns: u64) -> String {
     let t = format_local_time(ns); // YYYY-MM-DDTHH:MM:SS.ffffff
-    t.get(..19).map_or(t.clone(), |s| s.replace(['-', ':'], "").replace('T', "-"))
+    t.get(..19)
+        .map_or(t.clone(), |s| s.replace(['-', ':'], "").replace('T', "-"))
 }
 
 /// Host names go into file names: keep them to safe characters.
 fn safe(host: &str) -> String {
-    let s: String =
-        host.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
-    if s.is_empty() { "unknown".into() } else { s }
+    let s: String = host
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() {
+        "unknown".into()
+    } else {
+        s
+    }
 }
 
 /// Exports window `win` of `h` under `query` into `dir` as
@@ -88,18 +111,32 @@ pub fn export(
     let snaps: Vec<Snapshot> = (win.lo..win.hi)
         .map(|i| {
             let mut s = h.materialize(i);
-            s.samples.retain(|t| matches_all(&query.filters, h.meta(i), t));
+            s.samples
+                .retain(|t| matches_all(&query.filters, h.meta(i), t));
             s
         })
         .collect();
     let now = now_ns.unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
     });
     let base = format!("xtop-{}-{}", safe(&session.host), stamp(now));
     // Two exports in the same second get distinct names rather than overwrite.
     let (txt, rec) = (1..)
-        .map(|n| if n == 1 { base.clone() } else { format!("{base}-{n}") })
-        .map(|b| (dir.join(format!("{b}.txt")), dir.join(format!("{b}.{RECORDING_EXT}"))))
+        .map(|n| {
+            if n == 1 {
+                base.clone()
+            } else {
+                format!("{base}-{n}")
+            }
+        })
+        .map(|b| {
+            (
+                dir.join(format!("{b}.txt")),
+                dir.join(format!("{b}.{RECORDING_EXT}")),
+            )
+        })
         .find(|(t, r)| !t.exists() && !r.exists())
         .expect("some suffix is free");
 
@@ -138,9 +175,22 @@ fn write_text(
         agg.seconds
     )?;
     let filters: Vec<String> = query.filters.iter().map(ToString::to_string).collect();
-    writeln!(out, "filters: {}", if filters.is_empty() { "none".into() } else { filters.join(" ") })?;
+    writeln!(
+        out,
+        "filters: {}",
+        if filters.is_empty() {
+            "none".into()
+        } else {
+            filters.join(" ")
+        }
+    )?;
     let dims: Vec<&str> = query.dims.iter().map(|d| d.name).collect();
-    writeln!(out, "group by: {}  samples: {}\n", dims.join(","), agg.total_samples)?;
+    writeln!(
+        out,
+        "group by: {}  samples: {}\n",
+        dims.join(","),
+        agg.total_samples
+    )?;
     output::write_table(out, &agg, &query.dims)?;
     Ok(())
 }
@@ -167,7 +217,10 @@ mod tests {
         write_atomic(&p, b"one").unwrap();
         write_atomic(&p, b"two").unwrap();
         assert_eq!(fs::read_to_string(&p).unwrap(), "two");
-        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         assert_eq!(fs::read_dir(&d).unwrap().count(), 1);
         let err = write_atomic(&d.join("missing/f.txt"), b"x").unwrap_err();
         assert!(format!("{err:#}").contains("missing/f.txt"), "{err:#}");
@@ -188,17 +241,34 @@ mod tests {
         for i in 0..4 {
             h.push(busy_snapshot(i));
         }
-        let win = Window { lo: 0, hi: 4, start_ns: 0, end_ns: h.latest().unwrap().time_ns };
-        let q = Query { dims: parse_list("comm").unwrap(), filters: vec![Filter::parse("state=DISK").unwrap()] };
+        let win = Window {
+            lo: 0,
+            hi: 4,
+            start_ns: 0,
+            end_ns: h.latest().unwrap().time_ns,
+        };
+        let q = Query {
+            dims: parse_list("comm").unwrap(),
+            filters: vec![Filter::parse("state=DISK").unwrap()],
+        };
         let session = crate::ui::tests::session();
         let paths = export(&d, &session, &h, win, &q, Some(busy_snapshot(0).time_ns)).unwrap();
         let again = export(&d, &session, &h, win, &q, Some(busy_snapshot(0).time_ns)).unwrap();
         assert_ne!(paths, again, "same-second exports do not overwrite");
         let text = fs::read_to_string(&paths[0]).unwrap();
         assert!(text.contains("filters: state=DISK"), "{text}");
-        assert!(text.contains("samples  avg_threads     %  comm\n      4         1.00  66.7  postgres\n"), "{text}");
+        assert!(
+            text.contains(
+                "samples  avg_threads     %  comm\n      4         1.00  66.7  postgres\n"
+            ),
+            "{text}"
+        );
         let csv = fs::read_to_string(&paths[1]).unwrap();
-        assert_eq!(csv.lines().count(), 1 + 6, "header + 4 postgres + 2 dd DISK samples");
+        assert_eq!(
+            csv.lines().count(),
+            1 + 6,
+            "header + 4 postgres + 2 dd DISK samples"
+        );
         for p in &paths {
             assert_eq!(fs::metadata(p).unwrap().permissions().mode() & 0o777, 0o600);
         }

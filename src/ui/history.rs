@@ -95,7 +95,11 @@ struct Interner<K> {
 
 impl<K: Clone + Eq + Hash> Interner<K> {
     fn new() -> Self {
-        Interner { ids: HashMap::new(), slots: Vec::new(), free: Vec::new() }
+        Interner {
+            ids: HashMap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
     }
 
     fn acquire(&mut self, key: K) -> u32 {
@@ -130,7 +134,10 @@ impl<K: Clone + Eq + Hash> Interner<K> {
     }
 
     fn get(&self, id: u32) -> &K {
-        &self.slots[id as usize].as_ref().expect("interned id in use").0
+        &self.slots[id as usize]
+            .as_ref()
+            .expect("interned id in use")
+            .0
     }
 
     fn live(&self) -> usize {
@@ -140,7 +147,8 @@ impl<K: Clone + Eq + Hash> Interner<K> {
     /// Approximate heap use: the key twice (map and slot) plus table overhead.
     fn bytes(&self) -> usize {
         let k = std::mem::size_of::<K>();
-        self.ids.capacity() * (k + 4 + 1) + self.slots.capacity() * std::mem::size_of::<Option<(K, u32)>>()
+        self.ids.capacity() * (k + 4 + 1)
+            + self.slots.capacity() * std::mem::size_of::<Option<(K, u32)>>()
             + self.free.capacity() * 4
     }
 }
@@ -272,12 +280,26 @@ impl History {
         let syscall = match s.syscall {
             Syscall::None => SYSCALL_NONE,
             Syscall::Unknown => SYSCALL_UNKNOWN,
-            Syscall::In { nr, args, ns_so_far, seq } => {
+            Syscall::In {
+                nr,
+                args,
+                ns_so_far,
+                seq,
+            } => {
                 let start = ns_so_far.map(|ns| snap.time_ns.wrapping_sub(ns));
-                SYSCALL_BASE + self.syscalls.acquire(SyscallKey { nr, args, seq, start })
+                SYSCALL_BASE
+                    + self.syscalls.acquire(SyscallKey {
+                        nr,
+                        args,
+                        seq,
+                        start,
+                    })
             }
         };
-        let kstack = s.kstack.as_ref().map_or(NO_STACK, |k| self.stacks.acquire(StackKey(k.clone())));
+        let kstack = s
+            .kstack
+            .as_ref()
+            .map_or(NO_STACK, |k| self.stacks.acquire(StackKey(k.clone())));
         Row {
             since_offcpu: s.since_offcpu_ns.unwrap_or(NONE_U64),
             since_oncpu: s.since_oncpu_ns.unwrap_or(NONE_U64),
@@ -357,11 +379,15 @@ impl History {
         out.cost = meta.cost;
         out.dropped = meta.dropped;
         out.samples.clear();
-        out.samples.extend((0..self.snaps[i].rows.len()).map(|r| self.sample(i, r)));
+        out.samples
+            .extend((0..self.snaps[i].rows.len()).map(|r| self.sample(i, r)));
     }
 
     pub fn materialize(&self, i: usize) -> Snapshot {
-        let mut out = Snapshot { samples: Vec::new(), ..self.snaps[i].meta.clone() };
+        let mut out = Snapshot {
+            samples: Vec::new(),
+            ..self.snaps[i].meta.clone()
+        };
         self.materialize_into(i, &mut out);
         out
     }
@@ -369,7 +395,11 @@ impl History {
     /// Approximate heap bytes held (rows plus interning tables; the strings
     /// and stacks the Arcs point to are shared with the sampler's caches).
     pub fn bytes(&self) -> usize {
-        let rows: usize = self.snaps.iter().map(|s| s.rows.len() * std::mem::size_of::<Row>()).sum();
+        let rows: usize = self
+            .snaps
+            .iter()
+            .map(|s| s.rows.len() * std::mem::size_of::<Row>())
+            .sum();
         rows + self.snaps.capacity() * std::mem::size_of::<Stored>()
             + self.threads.bytes()
             + self.syscalls.bytes()
@@ -378,7 +408,11 @@ impl History {
 
     /// Live interned entries: (threads, syscall invocations, stacks).
     pub fn interned(&self) -> (usize, usize, usize) {
-        (self.threads.live(), self.syscalls.live(), self.stacks.live())
+        (
+            self.threads.live(),
+            self.syscalls.live(),
+            self.stacks.live(),
+        )
     }
 }
 
@@ -424,7 +458,10 @@ mod tests {
         assert_eq!(stacks, 1);
         let mut one = History::new(Some(Duration::from_secs(1)));
         for i in 0..50 {
-            one.push(snapshot(i, vec![sample(i as u32, 1, "x", State::Disk, Some(0))]));
+            one.push(snapshot(
+                i,
+                vec![sample(i as u32, 1, "x", State::Disk, Some(0))],
+            ));
         }
         // Every snapshot has a new thread; only the last one's entries remain.
         assert_eq!(one.len(), 1);
@@ -444,6 +481,12 @@ mod tests {
         }
         assert_eq!(h.interned().1, 1);
         let last = h.sample(9, 0);
-        assert!(matches!(last.syscall, Syscall::In { ns_so_far: Some(14_000_000_000), .. }));
+        assert!(matches!(
+            last.syscall,
+            Syscall::In {
+                ns_so_far: Some(14_000_000_000),
+                ..
+            }
+        ));
     }
 }

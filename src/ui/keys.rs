@@ -115,7 +115,15 @@ const fn b(
     modes: u8,
     live_only: bool,
 ) -> Binding {
-    Binding { keys, label, footer, help, action, modes, live_only }
+    Binding {
+        keys,
+        label,
+        footer,
+        help,
+        action,
+        modes,
+        live_only,
+    }
 }
 
 use Key::{Char, Code, Ctrl};
@@ -233,21 +241,44 @@ mod tests {
 
     #[test]
     fn keys_resolve_per_mode() {
-        assert_eq!(action_for(&key(KeyCode::Enter), Mode::Main, true), Some(Action::Drill));
-        assert_eq!(action_for(&key(KeyCode::Enter), Mode::Picker, true), Some(Action::PickApply));
+        assert_eq!(
+            action_for(&key(KeyCode::Enter), Mode::Main, true),
+            Some(Action::Drill)
+        );
+        assert_eq!(
+            action_for(&key(KeyCode::Enter), Mode::Picker, true),
+            Some(Action::PickApply)
+        );
         assert_eq!(action_for(&key(KeyCode::Enter), Mode::Thread, true), None);
-        assert_eq!(action_for(&key(KeyCode::Char('q')), Mode::Prompt, true), None, "q is text in prompts");
+        assert_eq!(
+            action_for(&key(KeyCode::Char('q')), Mode::Prompt, true),
+            None,
+            "q is text in prompts"
+        );
         let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
         assert_eq!(action_for(&ctrl_c, Mode::Prompt, true), Some(Action::Quit));
         assert_eq!(action_for(&key(KeyCode::Char('c')), Mode::Main, true), None);
         let shift_i = KeyEvent::new(KeyCode::Char('I'), KeyModifiers::SHIFT);
-        assert_eq!(action_for(&shift_i, Mode::Main, true), Some(Action::SortInvert));
-        assert_eq!(action_for(&key(KeyCode::Char('a')), Mode::Main, false), None, "no sampler in replay");
+        assert_eq!(
+            action_for(&shift_i, Mode::Main, true),
+            Some(Action::SortInvert)
+        );
+        assert_eq!(
+            action_for(&key(KeyCode::Char('a')), Mode::Main, false),
+            None,
+            "no sampler in replay"
+        );
     }
 
     #[test]
     fn no_key_is_bound_twice_in_a_mode() {
-        for mode in [Mode::Main, Mode::Thread, Mode::Help, Mode::Picker, Mode::Prompt] {
+        for mode in [
+            Mode::Main,
+            Mode::Thread,
+            Mode::Help,
+            Mode::Picker,
+            Mode::Prompt,
+        ] {
             let mut seen = Vec::new();
             for b in BINDINGS.iter().filter(|b| b.applies(mode, true)) {
                 for k in b.keys {

@@ -19,23 +19,48 @@ pub fn sparkline(values: &[f32]) -> String {
     let max = values.iter().copied().fold(0.0, f32::max);
     values
         .iter()
-        .map(|&v| if v <= 0.0 || max <= 0.0 { ' ' } else { BARS[((v / max * 7.0).round() as usize).min(7)] })
+        .map(|&v| {
+            if v <= 0.0 || max <= 0.0 {
+                ' '
+            } else {
+                BARS[((v / max * 7.0).round() as usize).min(7)]
+            }
+        })
         .collect()
 }
 
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let view = app.view();
-    let ch = chart_height(area.height + super::render::HEADER_H + super::render::FOOTER_H).min(area.height);
-    let chart_area = Rect { height: ch - 1, ..area };
-    let legend_area = Rect { y: area.y + ch - 1, height: 1, ..area };
-    let table_area = Rect { y: area.y + ch, height: area.height - ch, ..area };
+    let ch = chart_height(area.height + super::render::HEADER_H + super::render::FOOTER_H)
+        .min(area.height);
+    let chart_area = Rect {
+        height: ch - 1,
+        ..area
+    };
+    let legend_area = Rect {
+        y: area.y + ch - 1,
+        height: 1,
+        ..area
+    };
+    let table_area = Rect {
+        y: area.y + ch,
+        height: area.height - ch,
+        ..area
+    };
 
     let colors = band_colors(&view.chart.bands, view.chart.other);
     let mut names: Vec<String> = view.chart.bands.iter().map(ToString::to_string).collect();
     if view.chart.other {
         names.push("other".into());
     }
-    f.render_widget(AshChart { chart: &view.chart, colors: &colors, ncpus: app.session.ncpus }, chart_area);
+    f.render_widget(
+        AshChart {
+            chart: &view.chart,
+            colors: &colors,
+            ncpus: app.session.ncpus,
+        },
+        chart_area,
+    );
     f.render_widget(legend(&names, &colors, app.session.ncpus), legend_area);
 
     let dims = &app.level.query.dims;
@@ -53,14 +78,22 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         Cell::from("%"),
         Cell::from("activity"),
     ];
-    header.extend(dims.iter().enumerate().map(|(i, d)| Cell::from(format!("{}{}", d.name, arrow(i + 1)))));
+    header.extend(
+        dims.iter()
+            .enumerate()
+            .map(|(i, d)| Cell::from(format!("{}{}", d.name, arrow(i + 1)))),
+    );
 
     let rows = app.rows();
     let visible = table_area.height.saturating_sub(1) as usize;
     let offset = visible_offset(app.level.selected, app.level.offset, visible);
     let groups = &view.agg.groups;
     let shown = rows.iter().enumerate().skip(offset).take(visible);
-    let mut widths: Vec<usize> = dims.iter().enumerate().map(|(i, d)| d.name.len() + arrow(i + 1).len().min(1)).collect();
+    let mut widths: Vec<usize> = dims
+        .iter()
+        .enumerate()
+        .map(|(i, d)| d.name.len() + arrow(i + 1).len().min(1))
+        .collect();
     let mut body = Vec::new();
     for (n, &gi) in shown {
         let g = &groups[gi];
@@ -72,13 +105,25 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         for (i, (v, d)) in g.key.iter().zip(dims).enumerate() {
             let s = v.to_string();
             widths[i] = widths[i].max(s.chars().count());
-            let line = if d.numeric { Line::from(s).right_aligned() } else { Line::from(s) };
+            let line = if d.numeric {
+                Line::from(s).right_aligned()
+            } else {
+                Line::from(s)
+            };
             cells.push(Cell::from(line));
         }
         let row = Row::new(cells);
-        body.push(if n == app.level.selected { row.style(selected_style()) } else { row });
+        body.push(if n == app.level.selected {
+            row.style(selected_style())
+        } else {
+            row
+        });
     }
-    let mut constraints = vec![Constraint::Length(8), Constraint::Length(5), Constraint::Length(SPARK_W as u16)];
+    let mut constraints = vec![
+        Constraint::Length(8),
+        Constraint::Length(5),
+        Constraint::Length(SPARK_W as u16),
+    ];
     let last = widths.len().saturating_sub(1);
     constraints.extend(widths.iter().enumerate().map(|(i, &w)| {
         if i == last {
@@ -88,12 +133,26 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         }
     }));
     let table = Table::new(body, constraints)
-        .header(Row::new(header).style(Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)))
+        .header(
+            Row::new(header)
+                .style(Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)),
+        )
         .column_spacing(1);
     f.render_widget(table, table_area);
     if rows.is_empty() && table_area.height > 1 {
-        let msg = if view.agg.total_samples == 0 { "no samples match in this window" } else { "no rows match the search" };
-        let line = Rect { y: table_area.y + 1, height: 1, ..table_area };
-        f.render_widget(Paragraph::new(msg).style(Style::new().fg(Color::DarkGray)), line);
+        let msg = if view.agg.total_samples == 0 {
+            "no samples match in this window"
+        } else {
+            "no rows match the search"
+        };
+        let line = Rect {
+            y: table_area.y + 1,
+            height: 1,
+            ..table_area
+        };
+        f.render_widget(
+            Paragraph::new(msg).style(Style::new().fg(Color::DarkGray)),
+            line,
+        );
     }
 }

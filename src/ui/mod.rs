@@ -38,7 +38,11 @@ pub use app::{App, Effect, UiOptions};
 pub enum Source<'a> {
     /// A running sampler: its channel, whether it currently reports all
     /// threads, and how to switch that (`a`).
-    Live { snapshots: Receiver<Snapshot>, all: bool, set_all: Box<dyn FnMut(bool) + 'a> },
+    Live {
+        snapshots: Receiver<Snapshot>,
+        all: bool,
+        set_all: Box<dyn FnMut(bool) + 'a>,
+    },
     /// A recording, oldest first.
     Replay(Vec<Snapshot>),
 }
@@ -61,10 +65,13 @@ pub fn run(source: Source<'_>, session: Session, opts: UiOptions) -> anyhow::Res
     };
     let mut app = App::new(session, &opts, live, all);
     let (rx, mut set_all, mut pending) = match source {
-        Source::Live { snapshots, set_all, .. } => (Some(snapshots), Some(set_all), VecDeque::new()),
+        Source::Live {
+            snapshots, set_all, ..
+        } => (Some(snapshots), Some(set_all), VecDeque::new()),
         Source::Replay(snaps) => {
             if let (Some(a), Some(b)) = (snaps.first(), snaps.last()) {
-                let secs = (b.time_ns.saturating_sub(a.time_ns) + b.interval.as_nanos() as u64).div_ceil(1_000_000_000);
+                let secs = (b.time_ns.saturating_sub(a.time_ns) + b.interval.as_nanos() as u64)
+                    .div_ceil(1_000_000_000);
                 app.span = App::span_covering(secs);
                 app.loading = Some((0, snaps.len()));
             }
@@ -118,8 +125,9 @@ pub fn run(source: Source<'_>, session: Session, opts: UiOptions) -> anyhow::Res
         }
         // Take every queued event before redrawing, so held keys do not lag.
         loop {
-            match event::read()? {
-                Event::Key(k) => match app.handle_key(&k) {
+            // Resize, focus and paste need nothing but the redraw below.
+            if let Event::Key(k) = event::read()? {
+                match app.handle_key(&k) {
                     Effect::Quit => return Ok(()),
                     Effect::SetAll(all) => {
                         if let Some(f) = set_all.as_mut() {
@@ -127,8 +135,7 @@ pub fn run(source: Source<'_>, session: Session, opts: UiOptions) -> anyhow::Res
                         }
                     }
                     Effect::None => {}
-                },
-                _ => {} // resize, focus, paste: a redraw covers them
+                }
             }
             dirty = true;
             if !event::poll(Duration::ZERO)? {

@@ -14,7 +14,14 @@ use super::render::{selected_style, visible_offset};
 pub fn draw(f: &mut Frame, area: Rect, p: &Picker) {
     f.render_widget(Clear, area);
     let chosen: Vec<&str> = p.chosen.iter().map(|d| d.name).collect();
-    let title = format!(" group by: {} ", if chosen.is_empty() { "(none)".into() } else { chosen.join(", ") });
+    let title = format!(
+        " group by: {} ",
+        if chosen.is_empty() {
+            "(none)".into()
+        } else {
+            chosen.join(", ")
+        }
+    );
     let block = Block::default().borders(Borders::ALL).title(title);
     let inner = block.inner(area);
     f.render_widget(block, area);
@@ -31,7 +38,10 @@ pub fn draw(f: &mut Frame, area: Rect, p: &Picker) {
             let mark = pos.map_or("[ ]".to_string(), |n| format!("[{}]", n + 1));
             let line = Line::from(vec![
                 Span::styled(format!("{mark} "), Style::new().fg(Color::Yellow)),
-                Span::styled(format!("{:<name_w$}  ", d.name), Style::new().add_modifier(Modifier::BOLD)),
+                Span::styled(
+                    format!("{:<name_w$}  ", d.name),
+                    Style::new().add_modifier(Modifier::BOLD),
+                ),
                 Span::styled(d.description, Style::new().fg(Color::Gray)),
             ]);
             if i == p.cursor {

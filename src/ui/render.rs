@@ -37,16 +37,37 @@ pub fn geometry(w: u16, h: u16) -> (usize, usize) {
 pub fn draw(f: &mut Frame, app: &App) {
     let area = f.area();
     if area.width < MIN_W || area.height < MIN_H {
-        let msg = format!("terminal too small: {}×{} (need {MIN_W}×{MIN_H})", area.width, area.height);
-        f.render_widget(Paragraph::new(msg).wrap(ratatui::widgets::Wrap { trim: true }), area);
+        let msg = format!(
+            "terminal too small: {}×{} (need {MIN_W}×{MIN_H})",
+            area.width, area.height
+        );
+        f.render_widget(
+            Paragraph::new(msg).wrap(ratatui::widgets::Wrap { trim: true }),
+            area,
+        );
         return;
     }
-    let header = Rect { height: HEADER_H, ..area };
-    let footer = Rect { y: area.bottom() - FOOTER_H, height: FOOTER_H, ..area };
-    let body = Rect { y: area.y + HEADER_H, height: area.height - HEADER_H - FOOTER_H, ..area };
+    let header = Rect {
+        height: HEADER_H,
+        ..area
+    };
+    let footer = Rect {
+        y: area.bottom() - FOOTER_H,
+        height: FOOTER_H,
+        ..area
+    };
+    let body = Rect {
+        y: area.y + HEADER_H,
+        height: area.height - HEADER_H - FOOTER_H,
+        ..area
+    };
     draw_header(f, header, app);
     if app.history.is_empty() {
-        let msg = if app.loading.is_some() { "loading…" } else { "waiting for the first snapshot…" };
+        let msg = if app.loading.is_some() {
+            "loading…"
+        } else {
+            "waiting for the first snapshot…"
+        };
         f.render_widget(Paragraph::new(msg), body);
     } else if app.pinned_tid().is_some() {
         thread_view::draw(f, body, app);
@@ -55,8 +76,16 @@ pub fn draw(f: &mut Frame, app: &App) {
     }
     draw_footer(f, footer, app);
     if let Some(t) = &app.toast {
-        let line = Rect { y: footer.y - 1, height: 1, ..area };
-        let style = if t.error { Style::new().fg(Color::White).bg(Color::Red) } else { Style::new().fg(Color::Black).bg(Color::Cyan) };
+        let line = Rect {
+            y: footer.y - 1,
+            height: 1,
+            ..area
+        };
+        let style = if t.error {
+            Style::new().fg(Color::White).bg(Color::Red)
+        } else {
+            Style::new().fg(Color::Black).bg(Color::Cyan)
+        };
         f.render_widget(ratatui::widgets::Clear, line);
         f.render_widget(Paragraph::new(format!(" {} ", t.text)).style(style), line);
     }
@@ -93,11 +122,26 @@ fn draw_header(f: &mut Frame, area: Rect, app: &App) {
     // The mode first: on a narrow screen it is what must not be cut off.
     let mut l1 = vec![
         Span::styled("xtop ", bold),
-        Span::styled(mode, Style::new().fg(Color::Black).bg(colour).add_modifier(Modifier::BOLD)),
-        Span::raw(format!(" {} · {} · {} CPUs · every {}", s.host, s.kernel, s.ncpus, humantime::format_duration(s.interval))),
+        Span::styled(
+            mode,
+            Style::new()
+                .fg(Color::Black)
+                .bg(colour)
+                .add_modifier(Modifier::BOLD),
+        ),
+        Span::raw(format!(
+            " {} · {} · {} CPUs · every {}",
+            s.host,
+            s.kernel,
+            s.ncpus,
+            humantime::format_duration(s.interval)
+        )),
     ];
     if app.source_ended {
-        l1.push(Span::styled(" sampler stopped", Style::new().fg(Color::Red)));
+        l1.push(Span::styled(
+            " sampler stopped",
+            Style::new().fg(Color::Red),
+        ));
     }
     let mut l2 = Vec::new();
     if let Some(win) = app.window() {
@@ -107,9 +151,21 @@ fn draw_header(f: &mut Frame, area: Rect, app: &App) {
             cpu_ns += h.meta(i).cost.cpu_ns;
             secs += h.meta(i).interval.as_secs_f64();
         }
-        let dropped = win.hi.checked_sub(1).filter(|&i| i >= win.lo).map_or(0, |i| h.meta(i).dropped);
-        let samples = if app.pinned_tid().is_some() { app.thread.samples.len() as u64 } else { app.view().agg.total_samples };
-        let cpu = if secs > 0.0 { format!("{:.1}%", cpu_ns as f64 / 1e9 / secs * 100.0) } else { "-".into() };
+        let dropped = win
+            .hi
+            .checked_sub(1)
+            .filter(|&i| i >= win.lo)
+            .map_or(0, |i| h.meta(i).dropped);
+        let samples = if app.pinned_tid().is_some() {
+            app.thread.samples.len() as u64
+        } else {
+            app.view().agg.total_samples
+        };
+        let cpu = if secs > 0.0 {
+            format!("{:.1}%", cpu_ns as f64 / 1e9 / secs * 100.0)
+        } else {
+            "-".into()
+        };
         l2.push(Span::raw(format!(
             "{}–{} ({}) · {} samples in {} snapshots · xtop CPU {} · dropped {}",
             clock(win.start_ns),
@@ -127,27 +183,44 @@ fn draw_header(f: &mut Frame, area: Rect, app: &App) {
     let v = app.view();
     if !v.complete() && app.pinned_tid().is_none() {
         let pct = 100 * v.scanned / v.snapshots.max(1);
-        l2.push(Span::styled(format!(" · grouping {pct}%"), Style::new().fg(Color::Yellow)));
+        l2.push(Span::styled(
+            format!(" · grouping {pct}%"),
+            Style::new().fg(Color::Yellow),
+        ));
     }
     if let Some((done, total)) = app.loading {
-        l2.push(Span::styled(format!(" · loading {done}/{total}"), Style::new().fg(Color::Yellow)));
+        l2.push(Span::styled(
+            format!(" · loading {done}/{total}"),
+            Style::new().fg(Color::Yellow),
+        ));
     }
     f.render_widget(Paragraph::new(vec![Line::from(l1), Line::from(l2)]), area);
 }
 
 fn draw_footer(f: &mut Frame, area: Rect, app: &App) {
     let top = Rect { height: 1, ..area };
-    let bottom = Rect { y: area.y + 1, height: 1, ..area };
+    let bottom = Rect {
+        y: area.y + 1,
+        height: 1,
+        ..area
+    };
     let crumb = if let Overlay::Prompt(p) = &app.overlay {
         let lead = match p.kind {
             PromptKind::Search => "search: ",
             PromptKind::Filter => "filter: ",
         };
-        let mut spans = vec![Span::styled(lead, Style::new().fg(Color::Yellow)), Span::raw(p.text.clone()), Span::raw("█")];
+        let mut spans = vec![
+            Span::styled(lead, Style::new().fg(Color::Yellow)),
+            Span::raw(p.text.clone()),
+            Span::raw("█"),
+        ];
         if let Some(e) = &p.error {
             spans.push(Span::styled(format!("  {e}"), Style::new().fg(Color::Red)));
         } else if p.kind == PromptKind::Filter && p.text.is_empty() {
-            spans.push(Span::styled(" dim=value, dim!=value or dim~text", Style::new().fg(Color::DarkGray)));
+            spans.push(Span::styled(
+                " dim=value, dim!=value or dim~text",
+                Style::new().fg(Color::DarkGray),
+            ));
         }
         Line::from(spans)
     } else {
@@ -164,9 +237,19 @@ fn draw_footer(f: &mut Frame, area: Rect, app: &App) {
 }
 
 fn breadcrumb(app: &App) -> Line<'static> {
-    let filters: Vec<String> = app.level.query.filters.iter().map(ToString::to_string).collect();
+    let filters: Vec<String> = app
+        .level
+        .query
+        .filters
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     let mut spans = vec![Span::styled("filters: ", Style::new().fg(Color::DarkGray))];
-    spans.push(Span::raw(if filters.is_empty() { "none".to_string() } else { filters.join(" › ") }));
+    spans.push(Span::raw(if filters.is_empty() {
+        "none".to_string()
+    } else {
+        filters.join(" › ")
+    }));
     if !app.level.search.is_empty() {
         spans.push(Span::styled("  search: ", Style::new().fg(Color::DarkGray)));
         spans.push(Span::raw(app.level.search.clone()));
@@ -213,9 +296,17 @@ pub fn band_colors(bands: &[Value], other: bool) -> Vec<Color> {
             _ => None,
         };
         let c = by_state.unwrap_or_else(|| {
-            let h = v.to_string().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+            let h = v
+                .to_string()
+                .bytes()
+                .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                    (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+                });
             let start = (h % PALETTE.len() as u64) as usize;
-            (0..PALETTE.len()).map(|i| PALETTE[(start + i) % PALETTE.len()]).find(|c| !used.contains(c)).unwrap_or(PALETTE[start])
+            (0..PALETTE.len())
+                .map(|i| PALETTE[(start + i) % PALETTE.len()])
+                .find(|c| !used.contains(c))
+                .unwrap_or(PALETTE[start])
         });
         used.push(c);
     }

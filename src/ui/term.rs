@@ -48,7 +48,10 @@ impl Term {
             }
         }
         install_panic_hook();
-        let mut term = Term { terminal: Terminal::new(CrosstermBackend::new(io::stdout()))?, old };
+        let mut term = Term {
+            terminal: Terminal::new(CrosstermBackend::new(io::stdout()))?,
+            old,
+        };
         terminal::enable_raw_mode()?;
         ACTIVE.store(true, Ordering::SeqCst);
         execute!(io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)?;

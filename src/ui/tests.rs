@@ -82,13 +82,18 @@ fn prepared(n: u64, live: bool) -> App {
 /// literal ignored), showing both on mismatch.
 fn assert_screen(got: &str, want: &str) {
     let want = want.strip_prefix('\n').unwrap_or(want);
-    assert!(got == want, "screen differs\n--- got ---\n{got}--- want ---\n{want}");
+    assert!(
+        got == want,
+        "screen differs\n--- got ---\n{got}--- want ---\n{want}"
+    );
 }
 
 #[test]
 fn main_view_screen() {
     let mut a = prepared(30, true);
-    assert_screen(&screen(&mut a, 80, 24), r#"
+    assert_screen(
+        &screen(&mut a, 80, 24),
+        r#"
 xtop LIVE db1 · 6.8.0 · 2 CPUs · every 1s
 11:59:29–12:00:29 (1m) · 165 samples in 30 snapshots · xtop CPU 0.0% · dropped 0
   6.6┤                                            ▄ ▄ ▄ ▄ ▄ ▄ ▄ ▄ ▄ ▄ ▄ ▄ ▄ ▄ ▄
@@ -113,7 +118,8 @@ avg_thr▼ %     activity     state syscall comm
 
 filters: none
 ↑/k move Enter drill Bksp/Esc back g group / search \ filter < sort Space pause
-"#);
+"#,
+    );
 }
 
 #[test]
@@ -123,7 +129,9 @@ fn thread_view_screen() {
     screen(&mut a, 100, 24);
     key(&mut a, KeyCode::Enter);
     assert_eq!(a.pinned_tid(), Some(101));
-    assert_screen(&screen(&mut a, 100, 24), r#"
+    assert_screen(
+        &screen(&mut a, 100, 24),
+        r#"
 xtop LIVE db1 · 6.8.0 · 2 CPUs · every 1s
 11:59:29–12:00:29 (1m) · 30 samples in 30 snapshots · xtop CPU 0.0% · dropped 0
 tid 101  pid 100  comm postgres  user alice (1000)  cgroup /user.slice
@@ -148,14 +156,17 @@ time     state syscall sysc_ns_so_far kstack_top cpu switch    waker_tid
 12:00:18 DISK  pread64        1500000 pipe_read    1 voluntary         1
 filters: state=DISK › syscall=pread64 › comm=postgres › kstack_top=pipe_read › tid=101
 ↑/k move Bksp/Esc back \ filter Space pause [ earlier ] later + widen - narrow a all e export ?/F1 h
-"#);
+"#,
+    );
 }
 
 #[test]
 fn help_screen() {
     let mut a = prepared(30, true);
     key(&mut a, KeyCode::F(1));
-    assert_screen(&screen(&mut a, 80, 24), r#"
+    assert_screen(
+        &screen(&mut a, 80, 24),
+        r#"
 xtop LIVE db1 · 6.8.0 · 2 CPUs · every 1s
 ┌ xtop keys (↑↓ scroll, Esc closes) ───────────────────────────────────────────┐
 │Main view                                                                     │
@@ -180,7 +191,8 @@ xtop LIVE db1 · 6.8.0 · 2 CPUs · every 1s
 │  -        Narrow the window                                                  │
 └──────────────────────────────────────────────────────────────────────────────┘
 ↑/k move q/F10 quit Esc/? close
-"#);
+"#,
+    );
 }
 
 #[test]
@@ -188,7 +200,9 @@ fn group_by_picker_screen() {
     let mut a = prepared(30, true);
     key(&mut a, KeyCode::Char('g'));
     key(&mut a, KeyCode::Down);
-    assert_screen(&screen(&mut a, 80, 16), r#"
+    assert_screen(
+        &screen(&mut a, 80, 16),
+        r#"
 xtop LIVE db1 · 6.8.0 · 2 CPUs · every 1s
 11:59:29–12:00:29 (1m) · 165 samples in 30 snapshots · xtop CPU 0.0% · dropped 0
 ┌ group by: state, syscall, comm ──────────────────────────────────────────────┐
@@ -205,13 +219,16 @@ xtop LIVE db1 · 6.8.0 · 2 CPUs · every 1s
 └──────────────────────────────────────────────────────────────────────────────┘
 filters: none
 ↑/k move q/F10 quit Space add/remove < earlier > later Enter apply Esc cancel
-"#);
+"#,
+    );
 }
 
 #[test]
 fn replay_header_and_smallest_screen() {
     let mut a = prepared(8, false);
-    assert_screen(&screen(&mut a, 40, 10), r#"
+    assert_screen(
+        &screen(&mut a, 40, 10),
+        r#"
 xtop REPLAY db1 · 6.8.0 · 2 CPUs · every
 11:59:07–12:00:07 (1m) · 44 samples in 8
   6.1┤╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌▇▇▇▇
@@ -222,13 +239,16 @@ avg_thr▼ %     activity   state syscall
     1.00  18.2            RUN   -
 filters: none
 ↑/k move Enter drill Bksp/Esc back g gro
-"#);
+"#,
+    );
 }
 
 #[test]
 fn too_small_screen() {
     let mut a = prepared(8, false);
-    assert_screen(&screen(&mut a, 39, 10), r#"
+    assert_screen(
+        &screen(&mut a, 39, 10),
+        r#"
 terminal too small: 39×10 (need 40×10)
 
 
@@ -239,7 +259,8 @@ terminal too small: 39×10 (need 40×10)
 
 
 
-"#);
+"#,
+    );
     let tiny = screen(&mut a, 12, 3);
     assert!(tiny.starts_with("terminal too"), "{tiny}");
 }
@@ -247,7 +268,14 @@ terminal too small: 39×10 (need 40×10)
 fn row_keys(a: &App) -> Vec<String> {
     a.rows()
         .iter()
-        .map(|&i| a.view().agg.groups[i].key.iter().map(ToString::to_string).collect::<Vec<_>>().join("/"))
+        .map(|&i| {
+            a.view().agg.groups[i]
+                .key
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("/")
+        })
         .collect()
 }
 
@@ -256,7 +284,12 @@ fn dims(a: &App) -> Vec<&'static str> {
 }
 
 fn filters(a: &App) -> Vec<String> {
-    a.level.query.filters.iter().map(ToString::to_string).collect()
+    a.level
+        .query
+        .filters
+        .iter()
+        .map(ToString::to_string)
+        .collect()
 }
 
 #[test]
@@ -281,7 +314,10 @@ fn drill_down_regroups_then_pops_back() {
     assert!(filters(&a).is_empty());
     assert_eq!(a.level.selected, 1, "the cursor comes back where it was");
     key(&mut a, KeyCode::Esc);
-    assert!(a.stack.is_empty() && filters(&a).is_empty(), "popping the root is harmless");
+    assert!(
+        a.stack.is_empty() && filters(&a).is_empty(),
+        "popping the root is harmless"
+    );
 }
 
 #[test]
@@ -304,7 +340,10 @@ fn picker_adds_reorders_and_removes_dimensions() {
     assert_eq!(dims(&a).len(), 4);
     key(&mut a, KeyCode::Char('g'));
     for d in ["tid", "state", "syscall", "comm"] {
-        let i = crate::dimensions::DIMENSIONS.iter().position(|x| x.name == d).unwrap();
+        let i = crate::dimensions::DIMENSIONS
+            .iter()
+            .position(|x| x.name == d)
+            .unwrap();
         key(&mut a, KeyCode::Home);
         for _ in 0..i {
             key(&mut a, KeyCode::Down);
@@ -323,7 +362,11 @@ fn sort_columns_and_invert() {
     screen(&mut a, 80, 24);
     assert_eq!(a.level.sort.col, 1);
     let rows = row_keys(&a);
-    assert_eq!(rows[..2], ["DISK/pread64/postgres", "DISK/read/dd"], "by state, then heaviest");
+    assert_eq!(
+        rows[..2],
+        ["DISK/pread64/postgres", "DISK/read/dd"],
+        "by state, then heaviest"
+    );
     key(&mut a, KeyCode::Char('I'));
     screen(&mut a, 80, 24);
     assert_eq!(row_keys(&a)[0], "SLEEP/futex/java");
@@ -359,7 +402,11 @@ fn window_moves_widens_and_narrows() {
     key(&mut a, KeyCode::Char('['));
     key(&mut a, KeyCode::Char('['));
     key(&mut a, KeyCode::Char('['));
-    assert_eq!(a.end, Some(busy_snapshot(0).time_ns), "stops at the oldest snapshot");
+    assert_eq!(
+        a.end,
+        Some(busy_snapshot(0).time_ns),
+        "stops at the oldest snapshot"
+    );
     assert_eq!(a.window().unwrap().hi, 1);
     key(&mut a, KeyCode::Char(']'));
     assert_eq!(a.end, Some(busy_snapshot(30).time_ns));
@@ -382,7 +429,11 @@ fn filter_and_search_prompts() {
     key(&mut a, KeyCode::Char('\\'));
     typed(&mut a, "nope=1");
     key(&mut a, KeyCode::Enter);
-    assert_eq!(a.mode(), super::keys::Mode::Prompt, "a bad filter keeps the prompt open");
+    assert_eq!(
+        a.mode(),
+        super::keys::Mode::Prompt,
+        "a bad filter keeps the prompt open"
+    );
     assert!(screen(&mut a, 80, 24).contains("unknown dimension 'nope'"));
     for _ in 0..6 {
         key(&mut a, KeyCode::Backspace);
@@ -416,24 +467,46 @@ fn export_key_writes_private_files_and_failures_are_toasts() {
     key(&mut a, KeyCode::Char('e'));
     let toast = a.toast.clone().unwrap();
     assert!(!toast.error, "{}", toast.text);
-    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     files.sort();
     assert_eq!(files.len(), 2);
     assert!(toast.text.contains(&files[0].display().to_string()));
     for f in &files {
         let name = f.file_name().unwrap().to_string_lossy().to_string();
         assert!(name.starts_with("xtop-db1-"), "{name}");
-        assert_eq!(std::fs::metadata(f).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(f).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
     }
-    let text = std::fs::read_to_string(files.iter().find(|f| f.extension().unwrap() == "txt").unwrap()).unwrap();
-    assert!(text.contains("filters: state=DISK syscall=pread64 comm=postgres"), "{text}");
-    assert!(text.contains("      6         1.00  100.0  pipe_read   101"), "{text}");
+    let text = std::fs::read_to_string(
+        files
+            .iter()
+            .find(|f| f.extension().unwrap() == "txt")
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        text.contains("filters: state=DISK syscall=pread64 comm=postgres"),
+        "{text}"
+    );
+    assert!(
+        text.contains("      6         1.00  100.0  pipe_read   101"),
+        "{text}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 
     a.export_dir = dir.join("not/there");
     key(&mut a, KeyCode::Char('e'));
     let toast = a.toast.clone().unwrap();
-    assert!(toast.error && toast.text.starts_with("export failed"), "{}", toast.text);
+    assert!(
+        toast.error && toast.text.starts_with("export failed"),
+        "{}",
+        toast.text
+    );
     assert!(screen(&mut a, 80, 24).contains("export failed"));
     key(&mut a, KeyCode::Backspace);
     assert!(filters(&a).is_empty(), "the UI goes on");
@@ -446,19 +519,30 @@ fn all_threads_toggle_and_quit_keys() {
     assert_eq!(key(&mut a, KeyCode::Char('a')), Effect::SetAll(true));
     assert_eq!(key(&mut a, KeyCode::Char('a')), Effect::SetAll(false));
     let mut r = prepared(2, false);
-    assert_eq!(key(&mut r, KeyCode::Char('a')), Effect::None, "replay has no sampler");
+    assert_eq!(
+        key(&mut r, KeyCode::Char('a')),
+        Effect::None,
+        "replay has no sampler"
+    );
     assert!(!screen(&mut r, 100, 24).contains("pause"));
     assert_eq!(key(&mut a, KeyCode::Char('q')), Effect::Quit);
     assert_eq!(key(&mut a, KeyCode::F(10)), Effect::Quit);
     key(&mut a, KeyCode::Char('/'));
-    assert_eq!(key(&mut a, KeyCode::Char('q')), Effect::None, "q is text in a prompt");
+    assert_eq!(
+        key(&mut a, KeyCode::Char('q')),
+        Effect::None,
+        "q is text in a prompt"
+    );
     let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
     assert_eq!(a.handle_key(&ctrl_c), Effect::Quit);
 }
 
 #[test]
 fn live_data_moves_the_view_and_history_stays_bounded() {
-    let opts = UiOptions { history: Duration::from_secs(20), ..UiOptions::default() };
+    let opts = UiOptions {
+        history: Duration::from_secs(20),
+        ..UiOptions::default()
+    };
     let mut a = App::new(session(), &opts, true, false);
     for i in 0..50 {
         a.push(busy_snapshot(i));
@@ -467,6 +551,12 @@ fn live_data_moves_the_view_and_history_stays_bounded() {
     assert_eq!(a.history.len(), 20);
     assert_eq!(a.view().snapshots, 20);
     // Even snapshots carry dd: 10 of the 20 kept.
-    let dd = a.view().agg.groups.iter().find(|g| g.key[2].to_string() == "dd").unwrap();
+    let dd = a
+        .view()
+        .agg
+        .groups
+        .iter()
+        .find(|g| g.key[2].to_string() == "dd")
+        .unwrap();
     assert_eq!(dd.samples, 10);
 }

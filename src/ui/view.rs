@@ -52,7 +52,11 @@ pub struct Chart {
 
 impl Chart {
     pub fn max_total(&self) -> f64 {
-        self.cols.iter().flatten().map(|c| c.iter().sum::<f64>()).fold(0.0, f64::max)
+        self.cols
+            .iter()
+            .flatten()
+            .map(|c| c.iter().sum::<f64>())
+            .fold(0.0, f64::max)
     }
 }
 
@@ -72,7 +76,13 @@ pub struct WindowView {
 impl Default for WindowView {
     fn default() -> Self {
         WindowView {
-            agg: Aggregate { groups: Vec::new(), total_samples: 0, total_weight_s: 0.0, seconds: 0.0, snapshots: 0 },
+            agg: Aggregate {
+                groups: Vec::new(),
+                total_samples: 0,
+                total_weight_s: 0.0,
+                seconds: 0.0,
+                snapshots: 0,
+            },
             spark: Vec::new(),
             chart: Chart::default(),
             scanned: 0,
@@ -135,7 +145,14 @@ impl Cache {
 
     /// Brings the view up to date for `query` over `win` with `cols` chart
     /// columns, spending at most `budget` on grouping (None: no limit).
-    pub fn refresh(&mut self, h: &History, query: &Query, win: Window, cols: usize, budget: Option<Duration>) {
+    pub fn refresh(
+        &mut self,
+        h: &History,
+        query: &Query,
+        win: Window,
+        cols: usize,
+        budget: Option<Duration>,
+    ) {
         let started = Instant::now();
         if self.query.as_ref() != Some(query) {
             self.query = Some(query.clone());
@@ -169,7 +186,9 @@ impl Cache {
             let summary = self.summarize(h, i, query);
             self.summaries[i] = Some(summary);
         }
-        let scanned = (win.lo..win.hi).filter(|&i| self.summaries[i].is_some()).count();
+        let scanned = (win.lo..win.hi)
+            .filter(|&i| self.summaries[i].is_some())
+            .count();
         let key = (win, cols, scanned);
         if self.built == Some(key) && self.view.window == Some(win) {
             return;
@@ -208,7 +227,10 @@ impl Cache {
 
     fn build(&mut self, h: &History, win: Window, cols: usize, scanned: usize) {
         let span = win.end_ns.saturating_sub(win.start_ns).max(1);
-        let slot = |t: u64, n: usize| (((t.saturating_sub(win.start_ns + 1)) as u128 * n as u128 / span as u128) as usize).min(n - 1);
+        let slot = |t: u64, n: usize| {
+            (((t.saturating_sub(win.start_ns + 1)) as u128 * n as u128 / span as u128) as usize)
+                .min(n - 1)
+        };
         let nkeys = self.keys.len();
         let mut weight = vec![0.0f64; nkeys];
         let mut samples = vec![0u64; nkeys];
@@ -217,7 +239,9 @@ impl Cache {
         let mut col_secs = vec![0f64; cols];
         let (mut seconds, mut total_samples, mut total_weight) = (0.0, 0u64, 0.0);
         for i in win.lo..win.hi {
-            let Some(sum) = &self.summaries[i] else { continue };
+            let Some(sum) = &self.summaries[i] else {
+                continue;
+            };
             let meta = h.meta(i);
             let w = meta.interval.as_secs_f64();
             seconds += w;
@@ -237,17 +261,29 @@ impl Cache {
         }
         // Groups in aggregate()'s order: heaviest first, ties by key.
         let mut ids: Vec<usize> = (0..nkeys).filter(|&k| samples[k] > 0).collect();
-        ids.sort_by(|&a, &b| weight[b].total_cmp(&weight[a]).then_with(|| self.keys[a].cmp(&self.keys[b])));
+        ids.sort_by(|&a, &b| {
+            weight[b]
+                .total_cmp(&weight[a])
+                .then_with(|| self.keys[a].cmp(&self.keys[b]))
+        });
         let groups: Vec<Group> = ids
             .iter()
-            .map(|&k| Group { key: self.keys[k].clone(), samples: samples[k], weight_s: weight[k] })
+            .map(|&k| Group {
+                key: self.keys[k].clone(),
+                samples: samples[k],
+                weight_s: weight[k],
+            })
             .collect();
         let spark = ids
             .iter()
             .map(|&k| {
                 let mut s = spark[k];
                 for (v, secs) in s.iter_mut().zip(spark_secs) {
-                    *v = if secs > 0.0 { (*v as f64 / secs) as f32 } else { 0.0 };
+                    *v = if secs > 0.0 {
+                        (*v as f64 / secs) as f32
+                    } else {
+                        0.0
+                    };
                 }
                 s
             })
@@ -265,15 +301,23 @@ impl Cache {
         let other = ranked.len() > MAX_BANDS;
         let shown = if other { MAX_BANDS - 1 } else { ranked.len() };
         let bands: Vec<Value> = ranked[..shown].iter().map(|(v, _)| (*v).clone()).collect();
-        let band_of: HashMap<&Value, usize> = bands.iter().enumerate().map(|(i, v)| (v, i)).collect();
+        let band_of: HashMap<&Value, usize> =
+            bands.iter().enumerate().map(|(i, v)| (v, i)).collect();
         let nbands = bands.len() + other as usize;
         let key_band: Vec<usize> = (0..nkeys)
-            .map(|k| self.keys[k].first().and_then(|v| band_of.get(v).copied()).unwrap_or(nbands.saturating_sub(1)))
+            .map(|k| {
+                self.keys[k]
+                    .first()
+                    .and_then(|v| band_of.get(v).copied())
+                    .unwrap_or(nbands.saturating_sub(1))
+            })
             .collect();
         let mut chart_cols: Vec<Option<Vec<f64>>> = vec![None; cols];
         if cols > 0 && nbands > 0 {
             for i in win.lo..win.hi {
-                let Some(sum) = &self.summaries[i] else { continue };
+                let Some(sum) = &self.summaries[i] else {
+                    continue;
+                };
                 let meta = h.meta(i);
                 let c = slot(meta.time_ns, cols);
                 let w = meta.interval.as_secs_f64() / col_secs[c];
@@ -304,7 +348,11 @@ impl Cache {
                 snapshots: scanned,
             },
             spark,
-            chart: Chart { bands, other, cols: chart_cols },
+            chart: Chart {
+                bands,
+                other,
+                cols: chart_cols,
+            },
             scanned,
             snapshots: win.hi - win.lo,
             window: Some(win),
@@ -328,13 +376,21 @@ mod tests {
     }
 
     fn window(h: &History) -> Window {
-        Window { lo: 0, hi: h.len(), start_ns: h.meta(0).time_ns - 1_000_000_000, end_ns: h.latest().unwrap().time_ns }
+        Window {
+            lo: 0,
+            hi: h.len(),
+            start_ns: h.meta(0).time_ns - 1_000_000_000,
+            end_ns: h.latest().unwrap().time_ns,
+        }
     }
 
     #[test]
     fn window_sums_match_a_direct_aggregate() {
         let (h, snaps) = setup(8);
-        let q = Query { dims: parse_list("state,comm").unwrap(), filters: vec![Filter::parse("comm!=java").unwrap()] };
+        let q = Query {
+            dims: parse_list("state,comm").unwrap(),
+            filters: vec![Filter::parse("comm!=java").unwrap()],
+        };
         let mut c = Cache::default();
         c.refresh(&h, &q, window(&h), 8, None);
         let want = aggregate(&snaps, &q.dims, &q.filters);
@@ -351,7 +407,10 @@ mod tests {
     #[test]
     fn budget_scans_newest_first_and_says_so() {
         let (h, _) = setup(50);
-        let q = Query { dims: parse_list("state").unwrap(), filters: vec![] };
+        let q = Query {
+            dims: parse_list("state").unwrap(),
+            filters: vec![],
+        };
         let mut c = Cache::default();
         c.refresh(&h, &q, window(&h), 10, Some(Duration::ZERO));
         assert_eq!(c.view().scanned, 0);
@@ -365,19 +424,31 @@ mod tests {
     fn query_change_regroups_and_windows_move() {
         let (h, snaps) = setup(10);
         let mut c = Cache::default();
-        let q1 = Query { dims: parse_list("state").unwrap(), filters: vec![] };
+        let q1 = Query {
+            dims: parse_list("state").unwrap(),
+            filters: vec![],
+        };
         c.refresh(&h, &q1, window(&h), 4, None);
         let g1 = c.generation;
         c.refresh(&h, &q1, window(&h), 4, None);
         assert_eq!(c.generation, g1, "no rebuild without changes");
-        let q2 = Query { dims: parse_list("comm").unwrap(), filters: vec![] };
+        let q2 = Query {
+            dims: parse_list("comm").unwrap(),
+            filters: vec![],
+        };
         let mut w = window(&h);
         w.lo = 5;
         w.start_ns = h.meta(4).time_ns;
         c.refresh(&h, &q2, w, 4, None);
         assert_eq!(c.view().agg, aggregate(&snaps[5..], &q2.dims, &[]));
         // Odd snapshots 5,7,9 lack dd: its sparkline is zero in some buckets.
-        let dd = c.view().agg.groups.iter().position(|g| g.key[0] == Value::Text("dd".into())).unwrap();
+        let dd = c
+            .view()
+            .agg
+            .groups
+            .iter()
+            .position(|g| g.key[0] == Value::Text("dd".into()))
+            .unwrap();
         assert!(c.view().spark[dd].contains(&0.0));
     }
 }
