@@ -19,8 +19,8 @@ const W: u16 = 200;
 const H: u16 = 50;
 
 /// A busy database-like host sampled with --all: 80% sleepers in long futex /
-/// epoll waits, 10% on CPU, 3% in the run queue, 7% in short disk reads (a
-/// new syscall invocation every sample), 200 processes, 20 kernel stacks.
+/// epoll waits, 10% on CPU, 3% in the run queue, 7% in short disk reads,
+/// 200 processes, 20 kernel stacks.
 fn threads() -> Vec<ThreadSample> {
     let stacks: Vec<Arc<Stack>> = (0..20)
         .map(|i| {
@@ -48,20 +48,32 @@ fn threads() -> Vec<ThreadSample> {
         .collect()
 }
 
+/// Snapshot `seq` (1 s apart). Times since events grow with the clock while a
+/// thread stays put, as the sampler reports them; what changes, changes.
 fn snap(templates: &[ThreadSample], seq: u64) -> xtop::model::Snapshot {
+    const S: u64 = 1_000_000_000;
     let mut samples = templates.to_vec();
     for (i, s) in samples.iter_mut().enumerate() {
+        let i = i as u64;
+        // (seconds since the thread's current episode began, syscall seq)
+        let (age, nseq) = match s.state {
+            // Long futex/epoll waits: one invocation per 30 s.
+            State::Sleep => ((seq + i) % 30, (seq + i) / 30),
+            // On CPU for 10 s stretches.
+            State::Run => ((seq + i) % 10, (seq + i) / 10),
+            // Run queue and short disk reads: something new every sample.
+            _ => (0, seq * 10_000 + i),
+        };
+        let jitter = (seq * 7919 + i * 104_729) % 1_000_000;
+        let base = age * S + if age == 0 { jitter } else { 1_500_000 };
+        s.since_offcpu_ns = Some(base);
+        s.since_oncpu_ns = Some(base + 3_000_000);
+        s.since_wakeup_ns = Some(base + 500_000);
         if let Syscall::In { args, ns_so_far, seq: n, .. } = &mut s.syscall {
+            *n = Some(nseq);
+            *ns_so_far = Some(base);
             if s.state == State::Disk {
-                // Short reads: a new invocation, new offset every sample.
-                *n = Some(seq * 1000 + i as u64);
-                args[3] = seq * 8192;
-                *ns_so_far = Some(200_000 + (i as u64 % 1000));
-            } else {
-                // Long waits: the same invocation for 30 s, its time growing.
-                let start = seq / 30 * 30;
-                *n = Some(start);
-                *ns_so_far = Some((seq - start) * 1_000_000_000 + 1_500_000);
+                args[3] = nseq * 8192;
             }
         }
     }
@@ -139,7 +151,7 @@ fn main() {
         ms(ingest / SNAPSHOTS as u32)
     );
     println!(
-        "memory: {:.1} bytes per thread sample held ({} rows of 48 bytes + interning of {threads} threads, {syscalls} syscall invocations, {stacks} stacks); RSS growth {:.1} bytes/sample",
+        "memory: {:.1} bytes per thread sample held ({} rows of 16 bytes, {syscalls} episodes of 112 bytes, {threads} threads, {stacks} stacks); RSS growth {:.1} bytes/sample",
         h.bytes() as f64 / h.samples() as f64,
         h.samples(),
         (rss_bytes() - rss0) as f64 / h.samples() as f64

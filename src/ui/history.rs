@@ -2,11 +2,15 @@
 //!
 //! A `ThreadSample` is ~250 bytes (six syscall arguments, Arcs, `Option<u64>`s);
 //! an hour of 10,000 threads at 1 s would be ~9 GB. History keeps instead one
-//! 48-byte `Row` per sample: the fields that change every sample inline, and
-//! interned ids for what repeats (the thread's identity, the syscall
-//! invocation, the kernel stack). Interned entries are reference-counted and
-//! freed when the last snapshot using them is evicted, so memory stays flat
-//! once the history is full. Samples are rebuilt on demand, exactly.
+//! 16-byte `Row` per sample: the thread (interned identity: tid, process,
+//! user, cgroup...), its state and CPU, and an *episode*: everything else
+//! (syscall invocation, kernel stack, last on/off-CPU and wakeup), stored as
+//! absolute times (`snapshot time - since`) so that it does not change while a
+//! thread stays blocked or running. Consecutive samples of a thread share its
+//! episode; only a thread that changed since the previous sample costs a new
+//! one (~112 bytes). Entries are reference-counted and freed with the last
+//! snapshot using them, so memory stays flat once history is full. Samples are
+//! rebuilt on demand, exactly (in tid order).
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
@@ -30,18 +34,6 @@ pub struct ThreadIdent {
     pub kthread: bool,
 }
 
-/// One syscall invocation. The time in it is stored as its start
-/// (`snapshot time - ns_so_far`, wrapping), which is the same in every sample
-/// of a long blocking call, so those samples share one entry; the sample's
-/// `ns_so_far` is recovered exactly from the snapshot time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct SyscallKey {
-    nr: u32,
-    args: [u64; 6],
-    seq: Option<u64>,
-    start: Option<u64>,
-}
-
 /// Stacks come from the sampler as shared Arcs; compare by pointer first and
 /// hash only the address hash, so interning does not rehash every frame name.
 #[derive(Clone, Debug)]
@@ -59,31 +51,47 @@ impl Hash for StackKey {
     }
 }
 
+/// "None" for the u64/u32 fields below. An absolute time of u64::MAX would
+/// need a `since` larger than the snapshot time: not a real value.
 const NONE_U64: u64 = u64::MAX;
 const NONE_U32: u32 = u32::MAX;
-const SYSCALL_NONE: u32 = 0;
-const SYSCALL_UNKNOWN: u32 = 1;
-const SYSCALL_BASE: u32 = 2;
-const NO_STACK: u32 = u32::MAX;
+const SYSCALL_NONE: u8 = 0;
+const SYSCALL_UNKNOWN: u8 = 1;
+const SYSCALL_IN: u8 = 2;
 
-/// One thread sample in history (48 bytes; see the module comment).
-#[derive(Clone, Copy, Debug)]
-pub struct Row {
-    since_offcpu: u64,
-    since_oncpu: u64,
-    since_wakeup: u64,
-    thread: u32,
-    syscall: u32,
-    kstack: u32,
+/// Everything of a sample beyond identity, state and CPU; constant while the
+/// thread does not change (times are absolute, see the module comment).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Episode {
+    args: [u64; 6],
+    seq: u64,
+    syscall_start: u64,
+    offcpu_at: u64,
+    oncpu_at: u64,
+    wakeup_at: u64,
+    nr: u32,
     waker: u32,
-    cpu: u32,
-    state: State,
+    kstack: u32,
+    syscall: u8,
     /// 0 unknown, 1 preempted, 2 voluntary.
     voluntary: u8,
 }
 
-fn opt(v: u64) -> Option<u64> {
-    (v != NONE_U64).then_some(v)
+/// One thread sample in history.
+#[derive(Clone, Copy, Debug)]
+pub struct Row {
+    thread: u32,
+    episode: u32,
+    cpu: u32,
+    state: State,
+}
+
+fn at(time: u64, since: Option<u64>) -> u64 {
+    since.map_or(NONE_U64, |s| time.wrapping_sub(s))
+}
+
+fn since(time: u64, at: u64) -> Option<u64> {
+    (at != NONE_U64).then(|| time.wrapping_sub(at))
 }
 
 /// Reference-counted interning with id reuse, so ids stay dense and memory flat.
@@ -95,11 +103,7 @@ struct Interner<K> {
 
 impl<K: Clone + Eq + Hash> Interner<K> {
     fn new() -> Self {
-        Interner {
-            ids: HashMap::new(),
-            slots: Vec::new(),
-            free: Vec::new(),
-        }
+        Interner { ids: HashMap::new(), slots: Vec::new(), free: Vec::new() }
     }
 
     fn acquire(&mut self, key: K) -> u32 {
@@ -134,10 +138,7 @@ impl<K: Clone + Eq + Hash> Interner<K> {
     }
 
     fn get(&self, id: u32) -> &K {
-        &self.slots[id as usize]
-            .as_ref()
-            .expect("interned id in use")
-            .0
+        &self.slots[id as usize].as_ref().expect("interned id in use").0
     }
 
     fn live(&self) -> usize {
@@ -153,17 +154,62 @@ impl<K: Clone + Eq + Hash> Interner<K> {
     }
 }
 
+/// Episodes: no hash table; a new sample is compared with its thread's
+/// previous episode only, which is where all sharing happens.
+struct Episodes {
+    slots: Vec<(Episode, u32)>,
+    free: Vec<u32>,
+    live: usize,
+}
+
+impl Episodes {
+    /// Takes a reference to `prev` if it is the same episode.
+    fn share(&mut self, e: &Episode, prev: u32) -> Option<u32> {
+        let (old, refs) = self.slots.get_mut(prev as usize)?;
+        (*refs > 0 && old == e).then(|| {
+            *refs += 1;
+            prev
+        })
+    }
+
+    fn insert(&mut self, e: Episode) -> u32 {
+        self.live += 1;
+        match self.free.pop() {
+            Some(id) => {
+                self.slots[id as usize] = (e, 1);
+                id
+            }
+            None => {
+                self.slots.push((e, 1));
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Drops a reference; returns the episode if that was the last one.
+    fn release(&mut self, id: u32) -> Option<Episode> {
+        let (e, refs) = &mut self.slots[id as usize];
+        *refs -= 1;
+        (*refs == 0).then(|| {
+            self.free.push(id);
+            self.live -= 1;
+            *e
+        })
+    }
+}
+
 struct Stored {
     /// The snapshot's own fields with `samples` left empty.
     meta: Snapshot,
     rows: Box<[Row]>,
 }
 
-/// Snapshots in arrival (time) order, oldest evicted past `limit`.
 pub struct History {
     snaps: VecDeque<Stored>,
     threads: Interner<ThreadIdent>,
-    syscalls: Interner<SyscallKey>,
+    /// Per thread id: the episode of its latest stored sample.
+    last_episode: Vec<u32>,
+    episodes: Episodes,
     stacks: Interner<StackKey>,
     /// Keep snapshots newer than `latest - limit`; None keeps everything (replay).
     limit: Option<Duration>,
@@ -178,7 +224,8 @@ impl History {
         History {
             snaps: VecDeque::new(),
             threads: Interner::new(),
-            syscalls: Interner::new(),
+            last_episode: Vec::new(),
+            episodes: Episodes { slots: Vec::new(), free: Vec::new(), live: 0 },
             stacks: Interner::new(),
             limit,
             first_id: 0,
@@ -252,11 +299,10 @@ impl History {
         if let Some(old) = self.snaps.pop_front() {
             for r in old.rows.iter() {
                 self.threads.release(r.thread);
-                if r.syscall >= SYSCALL_BASE {
-                    self.syscalls.release(r.syscall - SYSCALL_BASE);
-                }
-                if r.kstack != NO_STACK {
-                    self.stacks.release(r.kstack);
+                if let Some(e) = self.episodes.release(r.episode) {
+                    if e.kstack != NONE_U32 {
+                        self.stacks.release(e.kstack);
+                    }
                 }
             }
             self.samples -= old.rows.len();
@@ -277,41 +323,42 @@ impl History {
             cgroup: s.cgroup.clone(),
             kthread: s.kthread,
         });
-        let syscall = match s.syscall {
-            Syscall::None => SYSCALL_NONE,
-            Syscall::Unknown => SYSCALL_UNKNOWN,
-            Syscall::In {
-                nr,
-                args,
-                ns_so_far,
-                seq,
-            } => {
-                let start = ns_so_far.map(|ns| snap.time_ns.wrapping_sub(ns));
-                SYSCALL_BASE
-                    + self.syscalls.acquire(SyscallKey {
-                        nr,
-                        args,
-                        seq,
-                        start,
-                    })
+        let t = snap.time_ns;
+        let (syscall, nr, args, seq, syscall_start) = match s.syscall {
+            Syscall::None => (SYSCALL_NONE, 0, [0; 6], NONE_U64, NONE_U64),
+            Syscall::Unknown => (SYSCALL_UNKNOWN, 0, [0; 6], NONE_U64, NONE_U64),
+            Syscall::In { nr, args, ns_so_far, seq } => {
+                (SYSCALL_IN, nr, args, seq.unwrap_or(NONE_U64), at(t, ns_so_far))
             }
         };
-        let kstack = s
-            .kstack
-            .as_ref()
-            .map_or(NO_STACK, |k| self.stacks.acquire(StackKey(k.clone())));
-        Row {
-            since_offcpu: s.since_offcpu_ns.unwrap_or(NONE_U64),
-            since_oncpu: s.since_oncpu_ns.unwrap_or(NONE_U64),
-            since_wakeup: s.since_wakeup_ns.unwrap_or(NONE_U64),
-            thread,
-            syscall,
-            kstack,
+        // Look the stack up without taking a reference: if the episode is shared,
+        // the shared one already holds it. An unknown stack means a new episode.
+        let stack_key = s.kstack.as_ref().map(|k| StackKey(k.clone()));
+        let known = stack_key.as_ref().map_or(Some(NONE_U32), |k| self.stacks.ids.get(k).copied());
+        let mut e = Episode {
+            args,
+            seq,
+            syscall_start,
+            offcpu_at: at(t, s.since_offcpu_ns),
+            oncpu_at: at(t, s.since_oncpu_ns),
+            wakeup_at: at(t, s.since_wakeup_ns),
+            nr,
             waker: s.waker_tid.unwrap_or(NONE_U32),
-            cpu: s.cpu,
-            state: s.state,
+            kstack: known.unwrap_or(NONE_U32),
+            syscall,
             voluntary: s.voluntary.map_or(0, |v| 1 + v as u8),
+        };
+        if self.last_episode.len() <= thread as usize {
+            self.last_episode.resize(thread as usize + 1, NONE_U32);
         }
+        let prev = self.last_episode[thread as usize];
+        let shared = known.and_then(|_| self.episodes.share(&e, prev));
+        let episode = shared.unwrap_or_else(|| {
+            e.kstack = stack_key.map_or(NONE_U32, |k| self.stacks.acquire(k));
+            self.episodes.insert(e)
+        });
+        self.last_episode[thread as usize] = episode;
+        Row { thread, episode, cpu: s.cpu, state: s.state }
     }
 
     /// The row of thread `tid` in snapshot `i`, if it was sampled there.
@@ -330,18 +377,17 @@ impl History {
         let st = &self.snaps[i];
         let r = &st.rows[row];
         let t = self.threads.get(r.thread);
-        let syscall = match r.syscall {
+        let e = &self.episodes.slots[r.episode as usize].0;
+        let time = st.meta.time_ns;
+        let syscall = match e.syscall {
             SYSCALL_NONE => Syscall::None,
             SYSCALL_UNKNOWN => Syscall::Unknown,
-            id => {
-                let k = self.syscalls.get(id - SYSCALL_BASE);
-                Syscall::In {
-                    nr: k.nr,
-                    args: k.args,
-                    ns_so_far: k.start.map(|s| st.meta.time_ns.wrapping_sub(s)),
-                    seq: k.seq,
-                }
-            }
+            _ => Syscall::In {
+                nr: e.nr,
+                args: e.args,
+                ns_so_far: since(time, e.syscall_start),
+                seq: (e.seq != NONE_U64).then_some(e.seq),
+            },
         };
         ThreadSample {
             tid: t.tid,
@@ -357,15 +403,15 @@ impl History {
             kthread: t.kthread,
             state: r.state,
             syscall,
-            since_offcpu_ns: opt(r.since_offcpu),
-            since_oncpu_ns: opt(r.since_oncpu),
-            voluntary: match r.voluntary {
+            since_offcpu_ns: since(time, e.offcpu_at),
+            since_oncpu_ns: since(time, e.oncpu_at),
+            voluntary: match e.voluntary {
                 0 => None,
                 v => Some(v == 2),
             },
-            since_wakeup_ns: opt(r.since_wakeup),
-            waker_tid: (r.waker != NONE_U32).then_some(r.waker),
-            kstack: (r.kstack != NO_STACK).then(|| self.stacks.get(r.kstack).0.clone()),
+            since_wakeup_ns: since(time, e.wakeup_at),
+            waker_tid: (e.waker != NONE_U32).then_some(e.waker),
+            kstack: (e.kstack != NONE_U32).then(|| self.stacks.get(e.kstack).0.clone()),
         }
     }
 
@@ -392,27 +438,21 @@ impl History {
         out
     }
 
-    /// Approximate heap bytes held (rows plus interning tables; the strings
-    /// and stacks the Arcs point to are shared with the sampler's caches).
+    /// Approximate heap bytes held (rows, episodes and interning tables; the
+    /// strings and stacks the Arcs point to are shared with the sampler's caches).
     pub fn bytes(&self) -> usize {
-        let rows: usize = self
-            .snaps
-            .iter()
-            .map(|s| s.rows.len() * std::mem::size_of::<Row>())
-            .sum();
+        let rows: usize = self.snaps.iter().map(|s| s.rows.len() * std::mem::size_of::<Row>()).sum();
         rows + self.snaps.capacity() * std::mem::size_of::<Stored>()
             + self.threads.bytes()
-            + self.syscalls.bytes()
+            + self.last_episode.capacity() * 4
+            + self.episodes.slots.capacity() * std::mem::size_of::<(Episode, u32)>()
+            + self.episodes.free.capacity() * 4
             + self.stacks.bytes()
     }
 
-    /// Live interned entries: (threads, syscall invocations, stacks).
+    /// Live entries: (threads, episodes, stacks).
     pub fn interned(&self) -> (usize, usize, usize) {
-        (
-            self.threads.live(),
-            self.syscalls.live(),
-            self.stacks.live(),
-        )
+        (self.threads.live(), self.episodes.live, self.stacks.live())
     }
 }
 
@@ -422,8 +462,9 @@ mod tests {
     use crate::model::fixture::{busy_snapshot, sample, snapshot};
 
     #[test]
-    fn row_is_48_bytes() {
-        assert_eq!(std::mem::size_of::<Row>(), 48);
+    fn rows_are_16_bytes() {
+        assert_eq!(std::mem::size_of::<Row>(), 16);
+        assert_eq!(std::mem::size_of::<(Episode, u32)>(), 112);
     }
 
     #[test]
@@ -470,23 +511,28 @@ mod tests {
     }
 
     #[test]
-    fn long_syscalls_share_one_entry() {
+    fn a_blocked_thread_shares_one_episode() {
         let mut h = History::new(None);
+        let grow = |v: Option<u64>, i: u64| v.map(|v| v + i * 1_000_000_000);
         for i in 0..10u64 {
             let mut s = sample(7, 7, "db", State::Disk, Some(17));
             if let Syscall::In { ns_so_far, .. } = &mut s.syscall {
-                *ns_so_far = Some(5_000_000_000 + i * 1_000_000_000);
+                *ns_so_far = grow(*ns_so_far, i);
             }
-            h.push(snapshot(i, vec![s]));
+            s.since_offcpu_ns = grow(s.since_offcpu_ns, i);
+            s.since_oncpu_ns = grow(s.since_oncpu_ns, i);
+            s.since_wakeup_ns = grow(s.since_wakeup_ns, i);
+            h.push(snapshot(i, vec![s.clone(), sample(8, 7, "db", State::Run, None)]));
+            assert_eq!(h.materialize(i as usize).samples[0], s);
         }
-        assert_eq!(h.interned().1, 1);
+        // Thread 7 kept one episode; thread 8's fixture times do not move with
+        // the clock, so each of its samples is a new episode.
+        assert_eq!(h.interned(), (2, 1 + 10, 1));
         let last = h.sample(9, 0);
-        assert!(matches!(
-            last.syscall,
-            Syscall::In {
-                ns_so_far: Some(14_000_000_000),
-                ..
-            }
-        ));
+        assert!(matches!(last.syscall, Syscall::In { ns_so_far: Some(9_001_500_000), .. }));
+        while h.len() > 1 {
+            h.evict_oldest();
+        }
+        assert_eq!(h.interned(), (2, 2, 1));
     }
 }
