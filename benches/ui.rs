@@ -120,6 +120,21 @@ fn key(app: &mut App, code: KeyCode) {
     app.handle_key(&KeyEvent::new(code, KeyModifiers::NONE));
 }
 
+/// A new snapshot while following live data: taking it into history, then
+/// the redraw (grouping it, re-summing the window, drawing).
+fn live_tick(app: &mut App, term: &mut Terminal<TestBackend>, templates: &[ThreadSample], n: &mut u64, what: &str) {
+    let (mut push, mut draw) = (Vec::new(), Vec::new());
+    for _ in 0..15 {
+        let s = snap(templates, *n);
+        *n += 1;
+        let t = Instant::now();
+        app.push(s);
+        push.push(t.elapsed());
+        draw.push(frame(app, term));
+    }
+    println!("live tick ({what} window): ingest {}, redraw {}", ms(median(push)), ms(median(draw)));
+}
+
 /// Key press to the first complete redraw, and to the frame where grouping has
 /// caught up with the whole window (frames in between say "grouping N%").
 fn key_latency(app: &mut App, term: &mut Terminal<TestBackend>, code: KeyCode, what: &str) {
@@ -168,19 +183,7 @@ fn main() {
     let steady = median((0..50).map(|_| frame(&mut app, &mut term)).collect());
     println!("redraw, nothing new (60 s window):              {}", ms(steady));
     let mut n = SNAPSHOTS;
-    let live = median(
-        (0..20)
-            .map(|_| {
-                let s = snap(&templates, n);
-                n += 1;
-                let t = Instant::now();
-                app.push(s);
-                frame(&mut app, &mut term);
-                t.elapsed()
-            })
-            .collect(),
-    );
-    println!("live tick: ingest 1 snapshot + redraw (60 s):    {}", ms(live));
+    live_tick(&mut app, &mut term, &templates, &mut n, "60 s");
     key_latency(&mut app, &mut term, KeyCode::Down, "↓ (move selection)");
     key_latency(&mut app, &mut term, KeyCode::Char('>'), "> (sort by state)");
     key_latency(&mut app, &mut term, KeyCode::Enter, "Enter (drill, regroup 60 s)");
@@ -191,19 +194,7 @@ fn main() {
     key_latency(&mut app, &mut term, KeyCode::Char('+'), "+ (widen to 1 h: 36M samples)");
     let steady = median((0..50).map(|_| frame(&mut app, &mut term)).collect());
     println!("redraw, nothing new (1 h window):               {}", ms(steady));
-    let live = median(
-        (0..10)
-            .map(|_| {
-                let s = snap(&templates, n);
-                n += 1;
-                let t = Instant::now();
-                app.push(s);
-                frame(&mut app, &mut term);
-                t.elapsed()
-            })
-            .collect(),
-    );
-    println!("live tick: ingest 1 snapshot + redraw (1 h):     {}", ms(live));
+    live_tick(&mut app, &mut term, &templates, &mut n, "1 h");
     key_latency(&mut app, &mut term, KeyCode::Char('I'), "I (invert sort, 1 h)");
     key_latency(&mut app, &mut term, KeyCode::Char('['), "[ (move window, 1 h)");
 }
