@@ -26,7 +26,12 @@ fn threads() -> Vec<ThreadSample> {
         .map(|i| {
             Arc::new(Stack {
                 hash: i,
-                frames: vec!["__schedule".into(), "schedule".into(), format!("wait_fn_{i}").into(), "do_syscall_64".into()],
+                frames: vec![
+                    "__schedule".into(),
+                    "schedule".into(),
+                    format!("wait_fn_{i}").into(),
+                    "do_syscall_64".into(),
+                ],
                 top: 2,
             })
         })
@@ -69,7 +74,13 @@ fn snap(templates: &[ThreadSample], seq: u64) -> xtop::model::Snapshot {
         s.since_offcpu_ns = Some(base);
         s.since_oncpu_ns = Some(base + 3_000_000);
         s.since_wakeup_ns = Some(base + 500_000);
-        if let Syscall::In { args, ns_so_far, seq: n, .. } = &mut s.syscall {
+        if let Syscall::In {
+            args,
+            ns_so_far,
+            seq: n,
+            ..
+        } = &mut s.syscall
+        {
             *n = Some(nseq);
             *ns_so_far = Some(base);
             if s.state == State::Disk {
@@ -94,7 +105,11 @@ fn session() -> Session {
 
 fn rss_bytes() -> usize {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: usize = statm.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+    let pages: usize = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     pages * 4096
 }
 
@@ -122,7 +137,13 @@ fn key(app: &mut App, code: KeyCode) {
 
 /// A new snapshot while following live data: taking it into history, then
 /// the redraw (grouping it, re-summing the window, drawing).
-fn live_tick(app: &mut App, term: &mut Terminal<TestBackend>, templates: &[ThreadSample], n: &mut u64, what: &str) {
+fn live_tick(
+    app: &mut App,
+    term: &mut Terminal<TestBackend>,
+    templates: &[ThreadSample],
+    n: &mut u64,
+    what: &str,
+) {
     let (mut push, mut draw) = (Vec::new(), Vec::new());
     for _ in 0..15 {
         let s = snap(templates, *n);
@@ -132,7 +153,11 @@ fn live_tick(app: &mut App, term: &mut Terminal<TestBackend>, templates: &[Threa
         push.push(t.elapsed());
         draw.push(frame(app, term));
     }
-    println!("live tick ({what} window): ingest {}, redraw {}", ms(median(push)), ms(median(draw)));
+    println!(
+        "live tick ({what} window): ingest {}, redraw {}",
+        ms(median(push)),
+        ms(median(draw))
+    );
 }
 
 /// Key press to the first complete redraw, and to the frame where grouping has
@@ -146,7 +171,11 @@ fn key_latency(app: &mut App, term: &mut Terminal<TestBackend>, code: KeyCode, w
         frame(app, term);
         frames += 1;
     }
-    println!("key {what:<34} first redraw {:>10}   complete {:>10} ({frames} frames)", ms(first), ms(t.elapsed()));
+    println!(
+        "key {what:<34} first redraw {:>10}   complete {:>10} ({frames} frames)",
+        ms(first),
+        ms(t.elapsed())
+    );
 }
 
 fn main() {
@@ -160,7 +189,11 @@ fn main() {
     let ingest = t.elapsed();
     let h = &app.history;
     let (threads, syscalls, stacks) = h.interned();
-    println!("history: {} snapshots, {} thread samples", h.len(), h.samples());
+    println!(
+        "history: {} snapshots, {} thread samples",
+        h.len(),
+        h.samples()
+    );
     println!(
         "ingest: {} per snapshot of {THREADS} threads (building the sample Vec included)",
         ms(ingest / SNAPSHOTS as u32)
@@ -179,22 +212,56 @@ fn main() {
         frame(&mut app, &mut term);
         app.pending()
     } {}
-    println!("first full view (60 s window, 600k samples): {}", ms(t.elapsed()));
+    println!(
+        "first full view (60 s window, 600k samples): {}",
+        ms(t.elapsed())
+    );
     let steady = median((0..50).map(|_| frame(&mut app, &mut term)).collect());
-    println!("redraw, nothing new (60 s window):              {}", ms(steady));
+    println!(
+        "redraw, nothing new (60 s window):              {}",
+        ms(steady)
+    );
     let mut n = SNAPSHOTS;
     live_tick(&mut app, &mut term, &templates, &mut n, "60 s");
     key_latency(&mut app, &mut term, KeyCode::Down, "↓ (move selection)");
     key_latency(&mut app, &mut term, KeyCode::Char('>'), "> (sort by state)");
-    key_latency(&mut app, &mut term, KeyCode::Enter, "Enter (drill, regroup 60 s)");
-    key_latency(&mut app, &mut term, KeyCode::Backspace, "Backspace (pop, regroup 60 s)");
+    key_latency(
+        &mut app,
+        &mut term,
+        KeyCode::Enter,
+        "Enter (drill, regroup 60 s)",
+    );
+    key_latency(
+        &mut app,
+        &mut term,
+        KeyCode::Backspace,
+        "Backspace (pop, regroup 60 s)",
+    );
     for _ in 0..4 {
         key(&mut app, KeyCode::Char('+'));
     }
-    key_latency(&mut app, &mut term, KeyCode::Char('+'), "+ (widen to 1 h: 36M samples)");
+    key_latency(
+        &mut app,
+        &mut term,
+        KeyCode::Char('+'),
+        "+ (widen to 1 h: 36M samples)",
+    );
     let steady = median((0..50).map(|_| frame(&mut app, &mut term)).collect());
-    println!("redraw, nothing new (1 h window):               {}", ms(steady));
+    println!(
+        "redraw, nothing new (1 h window):               {}",
+        ms(steady)
+    );
     live_tick(&mut app, &mut term, &templates, &mut n, "1 h");
-    key_latency(&mut app, &mut term, KeyCode::Char('I'), "I (invert sort, 1 h)");
-    key_latency(&mut app, &mut term, KeyCode::Char('['), "[ (move window, 1 h)");
+    key_latency(
+        &mut app,
+        &mut term,
+        KeyCode::Char('I'),
+        "I (invert sort, 1 h)",
+    );
+    key_latency(
+        &mut app,
+        &mut term,
+        KeyCode::Char('['),
+        "[ (move window, 1 h)",
+    );
 }

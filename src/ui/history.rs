@@ -103,7 +103,11 @@ struct Interner<K> {
 
 impl<K: Clone + Eq + Hash> Interner<K> {
     fn new() -> Self {
-        Interner { ids: HashMap::new(), slots: Vec::new(), free: Vec::new() }
+        Interner {
+            ids: HashMap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
     }
 
     fn acquire(&mut self, key: K) -> u32 {
@@ -138,7 +142,10 @@ impl<K: Clone + Eq + Hash> Interner<K> {
     }
 
     fn get(&self, id: u32) -> &K {
-        &self.slots[id as usize].as_ref().expect("interned id in use").0
+        &self.slots[id as usize]
+            .as_ref()
+            .expect("interned id in use")
+            .0
     }
 
     fn live(&self) -> usize {
@@ -217,6 +224,8 @@ pub struct History {
     /// follow evictions.
     first_id: u64,
     samples: usize,
+    /// Snapshots that arrived out of time order (and so shifted ids).
+    reorders: u64,
 }
 
 impl History {
@@ -225,11 +234,16 @@ impl History {
             snaps: VecDeque::new(),
             threads: Interner::new(),
             last_episode: Vec::new(),
-            episodes: Episodes { slots: Vec::new(), free: Vec::new(), live: 0 },
+            episodes: Episodes {
+                slots: Vec::new(),
+                free: Vec::new(),
+                live: 0,
+            },
             stacks: Interner::new(),
             limit,
             first_id: 0,
             samples: 0,
+            reorders: 0,
         }
     }
 
@@ -243,6 +257,12 @@ impl History {
 
     pub fn first_id(&self) -> u64 {
         self.first_id
+    }
+
+    /// Counts out-of-order arrivals: when it changes, positions after the
+    /// insertion point no longer match the ids they had.
+    pub fn reorders(&self) -> u64 {
+        self.reorders
     }
 
     /// Thread samples held.
@@ -282,6 +302,9 @@ impl History {
         self.samples += rows.len();
         let stored = Stored { meta: snap, rows };
         let pos = self.index_after(stored.meta.time_ns);
+        if pos < self.snaps.len() {
+            self.reorders += 1;
+        }
         self.snaps.insert(pos, stored);
         let mut evicted = 0;
         if let Some(limit) = self.limit {
@@ -327,14 +350,25 @@ impl History {
         let (syscall, nr, args, seq, syscall_start) = match s.syscall {
             Syscall::None => (SYSCALL_NONE, 0, [0; 6], NONE_U64, NONE_U64),
             Syscall::Unknown => (SYSCALL_UNKNOWN, 0, [0; 6], NONE_U64, NONE_U64),
-            Syscall::In { nr, args, ns_so_far, seq } => {
-                (SYSCALL_IN, nr, args, seq.unwrap_or(NONE_U64), at(t, ns_so_far))
-            }
+            Syscall::In {
+                nr,
+                args,
+                ns_so_far,
+                seq,
+            } => (
+                SYSCALL_IN,
+                nr,
+                args,
+                seq.unwrap_or(NONE_U64),
+                at(t, ns_so_far),
+            ),
         };
         // Look the stack up without taking a reference: if the episode is shared,
         // the shared one already holds it. An unknown stack means a new episode.
         let stack_key = s.kstack.as_ref().map(|k| StackKey(k.clone()));
-        let known = stack_key.as_ref().map_or(Some(NONE_U32), |k| self.stacks.ids.get(k).copied());
+        let known = stack_key
+            .as_ref()
+            .map_or(Some(NONE_U32), |k| self.stacks.ids.get(k).copied());
         let mut e = Episode {
             args,
             seq,
@@ -358,7 +392,12 @@ impl History {
             self.episodes.insert(e)
         });
         self.last_episode[thread as usize] = episode;
-        Row { thread, episode, cpu: s.cpu, state: s.state }
+        Row {
+            thread,
+            episode,
+            cpu: s.cpu,
+            state: s.state,
+        }
     }
 
     /// The row of thread `tid` in snapshot `i`, if it was sampled there.
@@ -441,7 +480,11 @@ impl History {
     /// Approximate heap bytes held (rows, episodes and interning tables; the
     /// strings and stacks the Arcs point to are shared with the sampler's caches).
     pub fn bytes(&self) -> usize {
-        let rows: usize = self.snaps.iter().map(|s| s.rows.len() * std::mem::size_of::<Row>()).sum();
+        let rows: usize = self
+            .snaps
+            .iter()
+            .map(|s| s.rows.len() * std::mem::size_of::<Row>())
+            .sum();
         rows + self.snaps.capacity() * std::mem::size_of::<Stored>()
             + self.threads.bytes()
             + self.last_episode.capacity() * 4
@@ -522,14 +565,23 @@ mod tests {
             s.since_offcpu_ns = grow(s.since_offcpu_ns, i);
             s.since_oncpu_ns = grow(s.since_oncpu_ns, i);
             s.since_wakeup_ns = grow(s.since_wakeup_ns, i);
-            h.push(snapshot(i, vec![s.clone(), sample(8, 7, "db", State::Run, None)]));
+            h.push(snapshot(
+                i,
+                vec![s.clone(), sample(8, 7, "db", State::Run, None)],
+            ));
             assert_eq!(h.materialize(i as usize).samples[0], s);
         }
         // Thread 7 kept one episode; thread 8's fixture times do not move with
         // the clock, so each of its samples is a new episode.
         assert_eq!(h.interned(), (2, 1 + 10, 1));
         let last = h.sample(9, 0);
-        assert!(matches!(last.syscall, Syscall::In { ns_so_far: Some(9_001_500_000), .. }));
+        assert!(matches!(
+            last.syscall,
+            Syscall::In {
+                ns_so_far: Some(9_001_500_000),
+                ..
+            }
+        ));
         while h.len() > 1 {
             h.evict_oldest();
         }

@@ -100,6 +100,30 @@ impl WindowView {
 
 type Summary = Vec<(u32, u32)>;
 
+/// Threads grouping snapshots after a query change; more gain little, as
+/// rebuilding samples shares reference counts between threads.
+const MAX_WORKERS: usize = 8;
+/// Interned group keys tolerated before unused ones are dropped.
+const MAX_STALE_KEYS: usize = 100_000;
+
+fn empty_snapshot() -> Snapshot {
+    Snapshot {
+        time_ns: 0,
+        interval: Duration::ZERO,
+        ncpus: 0,
+        arch: crate::model::Arch::native(),
+        samples: Vec::new(),
+        cost: Default::default(),
+        dropped: 0,
+    }
+}
+
+/// Groups snapshot `i` with `aggregation::aggregate`, the one grouping code.
+fn group(h: &History, i: usize, query: &Query, scratch: &mut Snapshot) -> Vec<Group> {
+    h.materialize_into(i, scratch);
+    aggregate(std::iter::once(&*scratch), &query.dims, &query.filters).groups
+}
+
 pub struct Cache {
     query: Option<Query>,
     keys: Vec<Vec<Value>>,
@@ -107,6 +131,8 @@ pub struct Cache {
     /// Aligned with history: `summaries[i]` is for snapshot id `first_id + i`.
     summaries: VecDeque<Option<Summary>>,
     first_id: u64,
+    /// `History::reorders` the summaries are aligned with.
+    reorders: u64,
     scratch: Snapshot,
     built: Option<(Window, usize, usize)>,
     view: WindowView,
@@ -122,15 +148,8 @@ impl Default for Cache {
             key_ids: HashMap::new(),
             summaries: VecDeque::new(),
             first_id: 0,
-            scratch: Snapshot {
-                time_ns: 0,
-                interval: Duration::ZERO,
-                ncpus: 0,
-                arch: crate::model::Arch::native(),
-                samples: Vec::new(),
-                cost: Default::default(),
-                dropped: 0,
-            },
+            reorders: 0,
+            scratch: empty_snapshot(),
             built: None,
             view: WindowView::default(),
             generation: 0,
@@ -154,11 +173,21 @@ impl Cache {
         budget: Option<Duration>,
     ) {
         let started = Instant::now();
-        if self.query.as_ref() != Some(query) {
+        // Group keys are interned per query and never evicted one by one; when
+        // most belong to groups that left the window (thread churn while
+        // grouping by tid), start over rather than grow without bound.
+        let stale_keys =
+            self.keys.len() > MAX_STALE_KEYS && self.view.agg.groups.len() * 4 < self.keys.len();
+        if self.query.as_ref() != Some(query) || stale_keys {
             self.query = Some(query.clone());
             self.keys.clear();
             self.key_ids.clear();
             self.summaries.iter_mut().for_each(|s| *s = None);
+            self.built = None;
+        }
+        if h.reorders() != self.reorders {
+            self.reorders = h.reorders();
+            self.summaries.clear();
             self.built = None;
         }
         // Follow history: evictions at the front, arrivals at the back.
@@ -176,15 +205,46 @@ impl Cache {
                 *s = None;
             }
         }
-        for i in (win.lo..win.hi).rev() {
-            if self.summaries[i].is_some() {
-                continue;
-            }
+        // Newest first, in batches spread over the CPUs, until the budget is spent.
+        let missing: Vec<usize> = (win.lo..win.hi)
+            .rev()
+            .filter(|&i| self.summaries[i].is_none())
+            .collect();
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(MAX_WORKERS);
+        for batch in missing.chunks(workers * 2) {
             if budget.is_some_and(|b| started.elapsed() >= b) {
                 break;
             }
-            let summary = self.summarize(h, i, query);
-            self.summaries[i] = Some(summary);
+            let grouped: Vec<(usize, Vec<Group>)> = if batch.len() == 1 || workers == 1 {
+                batch
+                    .iter()
+                    .map(|&i| (i, self.group_one(h, i, query)))
+                    .collect()
+            } else {
+                let per = batch.len().div_ceil(workers);
+                std::thread::scope(|scope| {
+                    let handles: Vec<_> = batch
+                        .chunks(per)
+                        .map(|part| {
+                            scope.spawn(move || {
+                                let mut scratch = empty_snapshot();
+                                part.iter()
+                                    .map(|&i| (i, group(h, i, query, &mut scratch)))
+                                    .collect::<Vec<_>>()
+                            })
+                        })
+                        .collect();
+                    handles
+                        .into_iter()
+                        .flat_map(|t| t.join().expect("grouping thread panicked"))
+                        .collect()
+                })
+            };
+            for (i, groups) in grouped {
+                self.summaries[i] = Some(self.intern(groups));
+            }
         }
         let scanned = (win.lo..win.hi)
             .filter(|&i| self.summaries[i].is_some())
@@ -198,21 +258,17 @@ impl Cache {
         self.generation += 1;
     }
 
-    /// Called when history changed other than by appending (then ids shift).
-    pub fn reset(&mut self) {
-        self.summaries.clear();
-        self.built = None;
-    }
-
     /// Whether `refresh` left part of the window ungrouped.
     pub fn pending(&self) -> bool {
         !self.view.complete()
     }
 
-    fn summarize(&mut self, h: &History, i: usize, query: &Query) -> Summary {
-        h.materialize_into(i, &mut self.scratch);
-        let agg = aggregate(std::iter::once(&self.scratch), &query.dims, &query.filters);
-        agg.groups
+    fn group_one(&mut self, h: &History, i: usize, query: &Query) -> Vec<Group> {
+        group(h, i, query, &mut self.scratch)
+    }
+
+    fn intern(&mut self, groups: Vec<Group>) -> Summary {
+        groups
             .into_iter()
             .map(|g| {
                 let next = self.keys.len() as u32;
@@ -418,6 +474,26 @@ mod tests {
         c.refresh(&h, &q, window(&h), 10, None);
         assert_eq!(c.view().scanned, 50);
         assert!(!c.pending());
+    }
+
+    #[test]
+    fn out_of_order_snapshots_are_placed_by_time() {
+        let snaps: Vec<_> = (0..6).map(busy_snapshot).collect();
+        let mut h = History::new(None);
+        let mut c = Cache::default();
+        let q = Query {
+            dims: parse_list("state,comm").unwrap(),
+            filters: vec![],
+        };
+        for i in [0, 1, 3, 4] {
+            h.push(snaps[i].clone());
+        }
+        c.refresh(&h, &q, window(&h), 4, None);
+        h.push(snaps[2].clone());
+        h.push(snaps[5].clone());
+        c.refresh(&h, &q, window(&h), 4, None);
+        assert_eq!(c.view().agg, aggregate(&snaps, &q.dims, &[]));
+        assert_eq!(h.meta(2).time_ns, snaps[2].time_ns);
     }
 
     #[test]
