@@ -100,9 +100,6 @@ impl WindowView {
 
 type Summary = Vec<(u32, u32)>;
 
-/// Threads grouping snapshots after a query change; more gain little, as
-/// rebuilding samples shares reference counts between threads.
-const MAX_WORKERS: usize = 8;
 /// Interned group keys tolerated before unused ones are dropped.
 const MAX_STALE_KEYS: usize = 100_000;
 
@@ -205,46 +202,17 @@ impl Cache {
                 *s = None;
             }
         }
-        // Newest first, in batches spread over the CPUs, until the budget is spent.
-        let missing: Vec<usize> = (win.lo..win.hi)
-            .rev()
-            .filter(|&i| self.summaries[i].is_none())
-            .collect();
-        let workers = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(MAX_WORKERS);
-        for batch in missing.chunks(workers * 2) {
+        // Newest first, until the budget is spent. (Spreading this over CPUs
+        // was measured slower: rebuilt samples share Arc reference counts.)
+        for i in (win.lo..win.hi).rev() {
+            if self.summaries[i].is_some() {
+                continue;
+            }
             if budget.is_some_and(|b| started.elapsed() >= b) {
                 break;
             }
-            let grouped: Vec<(usize, Vec<Group>)> = if batch.len() == 1 || workers == 1 {
-                batch
-                    .iter()
-                    .map(|&i| (i, self.group_one(h, i, query)))
-                    .collect()
-            } else {
-                let per = batch.len().div_ceil(workers);
-                std::thread::scope(|scope| {
-                    let handles: Vec<_> = batch
-                        .chunks(per)
-                        .map(|part| {
-                            scope.spawn(move || {
-                                let mut scratch = empty_snapshot();
-                                part.iter()
-                                    .map(|&i| (i, group(h, i, query, &mut scratch)))
-                                    .collect::<Vec<_>>()
-                            })
-                        })
-                        .collect();
-                    handles
-                        .into_iter()
-                        .flat_map(|t| t.join().expect("grouping thread panicked"))
-                        .collect()
-                })
-            };
-            for (i, groups) in grouped {
-                self.summaries[i] = Some(self.intern(groups));
-            }
+            let groups = group(h, i, query, &mut self.scratch);
+            self.summaries[i] = Some(self.intern(groups));
         }
         let scanned = (win.lo..win.hi)
             .filter(|&i| self.summaries[i].is_some())
@@ -261,10 +229,6 @@ impl Cache {
     /// Whether `refresh` left part of the window ungrouped.
     pub fn pending(&self) -> bool {
         !self.view.complete()
-    }
-
-    fn group_one(&mut self, h: &History, i: usize, query: &Query) -> Vec<Group> {
-        group(h, i, query, &mut self.scratch)
     }
 
     fn intern(&mut self, groups: Vec<Group>) -> Summary {
