@@ -198,6 +198,16 @@ impl App {
         self.history.push(snap);
     }
 
+    /// Prepares to load a recording: a window wide enough to show all of it,
+    /// and a "loading" indicator until the event loop has pushed it all.
+    pub fn start_replay(&mut self, snaps: &[Snapshot]) {
+        if let (Some(a), Some(b)) = (snaps.first(), snaps.last()) {
+            let ns = b.time_ns.saturating_sub(a.time_ns) + b.interval.as_nanos() as u64;
+            self.span = App::span_covering(ns.div_ceil(1_000_000_000));
+            self.loading = Some((0, snaps.len()));
+        }
+    }
+
     /// Widest step of the `+`/`-` ladder needed to show `secs` at once.
     pub fn span_covering(secs: u64) -> Duration {
         Duration::from_secs(

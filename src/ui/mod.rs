@@ -15,6 +15,7 @@ pub mod keys;
 pub mod main_view;
 pub mod picker;
 pub mod render;
+pub mod syscall_args;
 pub mod term;
 pub mod thread_view;
 pub mod view;
@@ -69,12 +70,7 @@ pub fn run(source: Source<'_>, session: Session, opts: UiOptions) -> anyhow::Res
             snapshots, set_all, ..
         } => (Some(snapshots), Some(set_all), VecDeque::new()),
         Source::Replay(snaps) => {
-            if let (Some(a), Some(b)) = (snaps.first(), snaps.last()) {
-                let secs = (b.time_ns.saturating_sub(a.time_ns) + b.interval.as_nanos() as u64)
-                    .div_ceil(1_000_000_000);
-                app.span = App::span_covering(secs);
-                app.loading = Some((0, snaps.len()));
-            }
+            app.start_replay(&snaps);
             (None, None, VecDeque::from(snaps))
         }
     };

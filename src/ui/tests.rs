@@ -138,7 +138,7 @@ tid 101  pid 100  comm postgres  user alice (1000)  cgroup /user.slice
 exe /usr/bin/postgres  cmdline postgres --serve
 state┤                                  ······························██████████████████████████████
       ■ DISK  · not sampled (inactive or absent)
-now DISK pread64(0x3, 0x7ffd0000, 0x1000, 0x0, 0x0, 0x0) for 1.5ms, syscall #42
+now DISK pread64(fd=3, buf=0x7ffd0000, count=4096, pos=0) for 1.5ms, syscall #42
 kstack __schedule ← schedule ← [pipe_read] ← vfs_read
 all 30 samples of this thread in the window (newest first); other filters apply to export
 time     state syscall sysc_ns_so_far kstack_top cpu switch    waker_tid
@@ -559,4 +559,23 @@ fn live_data_moves_the_view_and_history_stays_bounded() {
         .find(|g| g.key[2].to_string() == "dd")
         .unwrap();
     assert_eq!(dd.samples, 10);
+}
+
+#[test]
+fn replay_window_covers_the_recording() {
+    let snaps: Vec<_> = (0..200).map(busy_snapshot).collect();
+    let mut a = App::new(session(), &UiOptions::default(), false, false);
+    a.start_replay(&snaps);
+    assert_eq!(a.span, Duration::from_secs(300));
+    assert!(screen(&mut a, 80, 24).contains("loading…"));
+    for s in snaps {
+        a.push(s);
+    }
+    a.loading = None;
+    let out = screen(&mut a, 80, 24);
+    assert!(out.starts_with("xtop REPLAY"), "{out}");
+    assert!(
+        out.contains("(5m) · 1100 samples in 200 snapshots"),
+        "{out}"
+    );
 }

@@ -118,13 +118,15 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             ..
         } => {
             let name = last.syscall_name(arch).unwrap_or_default();
-            let args: Vec<String> = args.iter().map(|a| format!("{a:#x}")).collect();
             let time = ns_so_far
                 .map_or("time in it unknown (began before tracking)".into(), |ns| {
                     format!("for {}", human_ns(ns))
                 });
             let seq = seq.map_or(String::new(), |s| format!(", syscall #{s}"));
-            format!("{name}({}) {time}{seq}", args.join(", "))
+            format!(
+                "{} {time}{seq}",
+                super::syscall_args::format_call(&name, &args)
+            )
         }
         Syscall::None => "not in a system call".into(),
         Syscall::Unknown => "unknown (running, syscalls not tracked)".into(),
