@@ -9,6 +9,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use crate::aggregation::{Filter, FilterOp};
 use crate::dimensions::{self, Dimension, DIMENSIONS};
 use crate::model::{Session, Snapshot, State, ThreadSample};
+use crate::value::Value;
 
 use super::export;
 use super::history::History;
@@ -64,6 +65,9 @@ pub struct Level {
     pub sort: Sort,
     /// Rows shown only if one of their values contains this (case-insensitive).
     pub search: String,
+    /// Group under the cursor: the cursor follows it when rows reorder as
+    /// data arrives or the sort changes, so Enter drills into what was selected.
+    pub selected_key: Option<Vec<Value>>,
 }
 
 impl Level {
@@ -77,6 +81,7 @@ impl Level {
                 reverse: false,
             },
             search: String::new(),
+            selected_key: None,
         }
     }
 }
@@ -343,8 +348,21 @@ impl App {
         if reverse {
             rows.reverse();
         }
+        if let Some(k) = &self.level.selected_key {
+            if let Some(pos) = rows.iter().position(|&i| groups[i].key == *k) {
+                self.level.selected = pos;
+            }
+        }
         self.rows = rows;
         self.rows_key = Some(key);
+        self.remember_selection();
+    }
+
+    fn remember_selection(&mut self) {
+        let groups = &self.cache.view().agg.groups;
+        if let Some(&i) = self.rows.get(self.level.selected) {
+            self.level.selected_key = Some(groups[i].key.clone());
+        }
     }
 
     fn refresh_thread(&mut self, tid: u32, win: Window) {
@@ -522,7 +540,12 @@ impl App {
             .clamp(0, len.saturating_sub(1) as isize) as usize;
         match &mut self.overlay {
             Overlay::Picker(p) => p.cursor = next,
-            _ => self.level.selected = next,
+            _ => {
+                self.level.selected = next;
+                if self.pinned_tid().is_none() {
+                    self.remember_selection();
+                }
+            }
         }
     }
 

@@ -579,3 +579,41 @@ fn replay_window_covers_the_recording() {
         "{out}"
     );
 }
+
+#[test]
+fn the_cursor_follows_its_group_when_rows_reorder() {
+    let mut a = prepared(4, true);
+    key(&mut a, KeyCode::Char('j'));
+    key(&mut a, KeyCode::Char('j'));
+    screen(&mut a, 80, 24);
+    assert_eq!(row_keys(&a)[a.level.selected], "RUN/-/postgres");
+    key(&mut a, KeyCode::Char('I'));
+    screen(&mut a, 80, 24);
+    assert_eq!(
+        row_keys(&a)[a.level.selected],
+        "RUN/-/postgres",
+        "after inverting the sort"
+    );
+    // New data makes dd the heaviest group; the cursor stays on postgres.
+    for i in 4..8 {
+        let mut s = busy_snapshot(i);
+        for t in 0..4 {
+            s.samples.push(crate::model::fixture::sample(
+                400 + t,
+                300,
+                "dd",
+                crate::model::State::Disk,
+                Some(0),
+            ));
+        }
+        a.push(s);
+    }
+    screen(&mut a, 80, 24);
+    assert_eq!(
+        row_keys(&a)[a.level.selected],
+        "RUN/-/postgres",
+        "after new data"
+    );
+    key(&mut a, KeyCode::Enter);
+    assert_eq!(filters(&a), ["state=RUN", "syscall=-", "comm=postgres"]);
+}
