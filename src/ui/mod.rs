@@ -51,8 +51,10 @@ pub enum Source<'a> {
 /// Time per loop spent taking in snapshots, and grouping, so keys stay responsive.
 const INGEST_BUDGET: Duration = Duration::from_millis(20);
 const GROUP_BUDGET: Duration = Duration::from_millis(25);
-/// Idle wake-up: also what expires toasts and notices signals.
-const TICK: Duration = Duration::from_millis(250);
+/// Longest wait for a key before looking for snapshots and signals again.
+const POLL: Duration = Duration::from_millis(100);
+/// Redraw at least this often even when nothing changed (toasts expire).
+const IDLE_REDRAW: Duration = Duration::from_secs(1);
 
 /// Runs the UI until the user quits or a signal arrives; the terminal is
 /// restored on every way out.
@@ -81,6 +83,38 @@ pub fn run(source: Source<'_>, session: Session, opts: UiOptions) -> anyhow::Res
         if term::signalled() {
             break;
         }
+        if dirty || app.pending() || last_draw.elapsed() >= IDLE_REDRAW {
+            let size = term.terminal.size()?;
+            let (cols, page) = render::geometry(size.width, size.height);
+            app.prepare(cols, page, Some(GROUP_BUDGET));
+            term.terminal.draw(|f| render::draw(f, &app))?;
+            dirty = false;
+            last_draw = Instant::now();
+        }
+        let timeout = if app.pending() { Duration::ZERO } else { POLL };
+        if event::poll(timeout)? {
+            // Take every queued event, then redraw before anything else (new
+            // snapshots wait a frame), so held keys do not lag.
+            loop {
+                // Resize, focus and paste need nothing but the redraw.
+                if let Event::Key(k) = event::read()? {
+                    match app.handle_key(&k) {
+                        Effect::Quit => return Ok(()),
+                        Effect::SetAll(all) => {
+                            if let Some(f) = set_all.as_mut() {
+                                f(all);
+                            }
+                        }
+                        Effect::None => {}
+                    }
+                }
+                dirty = true;
+                if !event::poll(Duration::ZERO)? {
+                    break;
+                }
+            }
+            continue;
+        }
         let started = Instant::now();
         if let Some(rx) = &rx {
             while started.elapsed() < INGEST_BUDGET {
@@ -106,37 +140,6 @@ pub fn run(source: Source<'_>, session: Session, opts: UiOptions) -> anyhow::Res
             }
             app.loading = (n < total).then_some((n, total));
             dirty = true;
-        }
-        if dirty || app.pending() || last_draw.elapsed() >= TICK {
-            let size = term.terminal.size()?;
-            let (cols, page) = render::geometry(size.width, size.height);
-            app.prepare(cols, page, Some(GROUP_BUDGET));
-            term.terminal.draw(|f| render::draw(f, &app))?;
-            dirty = false;
-            last_draw = Instant::now();
-        }
-        let timeout = if app.pending() { Duration::ZERO } else { TICK };
-        if !event::poll(timeout)? {
-            continue;
-        }
-        // Take every queued event before redrawing, so held keys do not lag.
-        loop {
-            // Resize, focus and paste need nothing but the redraw below.
-            if let Event::Key(k) = event::read()? {
-                match app.handle_key(&k) {
-                    Effect::Quit => return Ok(()),
-                    Effect::SetAll(all) => {
-                        if let Some(f) = set_all.as_mut() {
-                            f(all);
-                        }
-                    }
-                    Effect::None => {}
-                }
-            }
-            dirty = true;
-            if !event::poll(Duration::ZERO)? {
-                break;
-            }
         }
     }
     Ok(())
