@@ -5,6 +5,23 @@
 //! `history` stores snapshots compactly; `view` caches aggregation; the
 //! `*_view`, `chart`, `help`, `picker` and `render` modules draw; `term`
 //! restores the terminal whatever happens; `export` writes files.
+//!
+//! Wiring (main.rs):
+//! ```text
+//! let sampler = Sampler::start(opts)?;
+//! let source = ui::Source::Live {
+//!     snapshots: sampler.receiver().clone(),
+//!     all: opts.all,
+//!     set_all: Box::new(|all| sampler.set_all(all)),
+//! };
+//! let res = ui::run(source, sampler.session().clone(), ui_opts);
+//! sampler.stop();
+//! res?;
+//! // replay: ui::run(ui::Source::Replay(rec.snapshots), rec.session, ui_opts)
+//! ```
+//! `export::write_recording` is the one place exports write samples; it
+//! writes CSV until `recording::write_file` is called from it (then set
+//! `export::RECORDING_EXT` to "xtop").
 
 pub mod app;
 pub mod chart;
