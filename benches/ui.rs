@@ -205,6 +205,23 @@ fn main() {
         (rss_bytes() - rss0) as f64 / h.samples() as f64
     );
 
+    // Where regrouping time goes, per 10k-thread snapshot.
+    let dims = xtop::dimensions::parse_list(xtop::dimensions::DEFAULT_GROUP_BY).unwrap();
+    let (mut rebuild, mut group) = (Vec::new(), Vec::new());
+    for i in 0..20 {
+        let t = Instant::now();
+        let s = app.history.materialize(i);
+        rebuild.push(t.elapsed());
+        let t = Instant::now();
+        std::hint::black_box(xtop::aggregation::aggregate([&s], &dims, &[]));
+        group.push(t.elapsed());
+    }
+    println!(
+        "regroup cost per snapshot: rebuild samples {}, aggregate {}",
+        ms(median(rebuild)),
+        ms(median(group))
+    );
+
     let mut term = Terminal::new(TestBackend::new(W, H)).unwrap();
     // First frame: the default 1-minute window is grouped from scratch.
     let t = Instant::now();
