@@ -617,3 +617,66 @@ fn the_cursor_follows_its_group_when_rows_reorder() {
     key(&mut a, KeyCode::Enter);
     assert_eq!(filters(&a), ["state=RUN", "syscall=-", "comm=postgres"]);
 }
+
+#[test]
+fn every_screen_renders_at_every_size_without_panicking() {
+    let mut screens = Vec::new();
+    screens.push(prepared(30, true));
+    let mut t = prepared(30, true);
+    key(&mut t, KeyCode::Char('\\'));
+    typed(&mut t, "tid=101");
+    key(&mut t, KeyCode::Enter);
+    screens.push(t);
+    let mut h = prepared(30, true);
+    key(&mut h, KeyCode::Char('?'));
+    key(&mut h, KeyCode::End);
+    screens.push(h);
+    let mut g = prepared(30, true);
+    key(&mut g, KeyCode::Char('g'));
+    key(&mut g, KeyCode::End);
+    screens.push(g);
+    let mut p = prepared(30, false);
+    key(&mut p, KeyCode::Char('/'));
+    typed(
+        &mut p,
+        "a very long search text that does not fit anywhere at all",
+    );
+    screens.push(p);
+    screens.push(app(0, true));
+    for a in &mut screens {
+        for w in (1..=130).step_by(9) {
+            for h in (1..=45).step_by(5) {
+                let out = screen(a, w, h);
+                assert_eq!(out.lines().count(), h as usize);
+            }
+        }
+    }
+}
+
+#[test]
+fn many_first_dimension_values_fold_into_other_and_load_crosses_the_cpu_line() {
+    let mut a = app(0, true);
+    for i in 0..5 {
+        let samples = (0..12)
+            .map(|t| {
+                crate::model::fixture::sample(
+                    t,
+                    t,
+                    &format!("c{t}"),
+                    crate::model::State::Run,
+                    None,
+                )
+            })
+            .collect();
+        a.push(crate::model::fixture::snapshot(i, samples));
+    }
+    a.level.query.dims = crate::dimensions::parse_list("comm").unwrap();
+    let out = screen(&mut a, 80, 24);
+    let chart = &a.view().chart;
+    assert_eq!(chart.bands.len(), super::view::MAX_BANDS - 1);
+    assert!(chart.other);
+    assert!(out.contains("■ other"), "{out}");
+    // 12 running threads on 2 CPUs: the CPU line crosses the bars.
+    let cpu_line = out.lines().find(|l| l.contains("2cpu┤")).unwrap();
+    assert!(cpu_line.ends_with("─────"), "{cpu_line}");
+}
