@@ -98,7 +98,14 @@ impl WindowView {
     }
 }
 
-type Summary = Vec<(u32, u32)>;
+/// One snapshot grouped: (group id, samples), and the same summed by the
+/// group's first value (what the chart stacks), so a redraw does not walk
+/// every group of every snapshot twice.
+#[derive(Clone, Debug, Default)]
+struct Summary {
+    groups: Vec<(u32, u32)>,
+    firsts: Vec<(u32, u32)>,
+}
 
 /// Interned group keys tolerated before unused ones are dropped.
 const MAX_STALE_KEYS: usize = 100_000;
@@ -125,6 +132,10 @@ pub struct Cache {
     query: Option<Query>,
     keys: Vec<Vec<Value>>,
     key_ids: HashMap<Vec<Value>, u32>,
+    /// Per key: id of its first value in `firsts`.
+    first_of: Vec<u32>,
+    firsts: Vec<Value>,
+    first_ids: HashMap<Value, u32>,
     /// Aligned with history: `summaries[i]` is for snapshot id `first_id + i`.
     summaries: VecDeque<Option<Summary>>,
     first_id: u64,
@@ -143,6 +154,9 @@ impl Default for Cache {
             query: None,
             keys: Vec::new(),
             key_ids: HashMap::new(),
+            first_of: Vec::new(),
+            firsts: Vec::new(),
+            first_ids: HashMap::new(),
             summaries: VecDeque::new(),
             first_id: 0,
             reorders: 0,
@@ -179,6 +193,9 @@ impl Cache {
             self.query = Some(query.clone());
             self.keys.clear();
             self.key_ids.clear();
+            self.first_of.clear();
+            self.firsts.clear();
+            self.first_ids.clear();
             self.summaries.iter_mut().for_each(|s| *s = None);
             self.built = None;
         }
@@ -232,17 +249,36 @@ impl Cache {
     }
 
     fn intern(&mut self, groups: Vec<Group>) -> Summary {
-        groups
+        let mut firsts: Vec<(u32, u32)> = Vec::new();
+        let groups = groups
             .into_iter()
             .map(|g| {
-                let next = self.keys.len() as u32;
-                let id = *self.key_ids.entry(g.key).or_insert_with_key(|k| {
-                    self.keys.push(k.clone());
-                    next
-                });
-                (id, g.samples as u32)
+                let id = match self.key_ids.get(&g.key) {
+                    Some(&id) => id,
+                    None => {
+                        let first = g.key.first().cloned().unwrap_or(Value::Missing);
+                        let next = self.firsts.len() as u32;
+                        let fid = *self.first_ids.entry(first).or_insert_with_key(|v| {
+                            self.firsts.push(v.clone());
+                            next
+                        });
+                        let id = self.keys.len() as u32;
+                        self.keys.push(g.key.clone());
+                        self.first_of.push(fid);
+                        self.key_ids.insert(g.key, id);
+                        id
+                    }
+                };
+                let n = g.samples as u32;
+                let fid = self.first_of[id as usize];
+                match firsts.iter_mut().find(|(f, _)| *f == fid) {
+                    Some((_, c)) => *c += n,
+                    None => firsts.push((fid, n)),
+                }
+                (id, n)
             })
-            .collect()
+            .collect();
+        Summary { groups, firsts }
     }
 
     fn build(&mut self, h: &History, win: Window, cols: usize, scanned: usize) {
@@ -270,7 +306,7 @@ impl Cache {
             if cols > 0 {
                 col_secs[slot(meta.time_ns, cols)] += w;
             }
-            for &(k, n) in sum {
+            for &(k, n) in &sum.groups {
                 let k = k as usize;
                 weight[k] += n as f64 * w;
                 samples[k] += n as u64;
@@ -310,28 +346,30 @@ impl Cache {
             .collect();
 
         // Bands: the heaviest values of the first dimension, the rest as "other".
-        let mut band_weight: HashMap<&Value, f64> = HashMap::new();
+        let mut first_weight = vec![0.0f64; self.firsts.len()];
         for &k in &ids {
-            if let Some(v) = self.keys[k].first() {
-                *band_weight.entry(v).or_default() += weight[k];
-            }
+            first_weight[self.first_of[k] as usize] += weight[k];
         }
-        let mut ranked: Vec<(&Value, f64)> = band_weight.into_iter().collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        let mut ranked: Vec<usize> = (0..self.firsts.len())
+            .filter(|&f| first_weight[f] > 0.0)
+            .collect();
+        ranked.sort_by(|&a, &b| {
+            first_weight[b]
+                .total_cmp(&first_weight[a])
+                .then_with(|| self.firsts[a].cmp(&self.firsts[b]))
+        });
         let other = ranked.len() > MAX_BANDS;
         let shown = if other { MAX_BANDS - 1 } else { ranked.len() };
-        let bands: Vec<Value> = ranked[..shown].iter().map(|(v, _)| (*v).clone()).collect();
-        let band_of: HashMap<&Value, usize> =
-            bands.iter().enumerate().map(|(i, v)| (v, i)).collect();
-        let nbands = bands.len() + other as usize;
-        let key_band: Vec<usize> = (0..nkeys)
-            .map(|k| {
-                self.keys[k]
-                    .first()
-                    .and_then(|v| band_of.get(v).copied())
-                    .unwrap_or(nbands.saturating_sub(1))
-            })
+        let bands: Vec<Value> = ranked[..shown]
+            .iter()
+            .map(|&f| self.firsts[f].clone())
             .collect();
+        let nbands = bands.len() + other as usize;
+        // Unranked values (the "other" band, or absent from this window) go last.
+        let mut band_of_first = vec![nbands.saturating_sub(1); self.firsts.len()];
+        for (b, &f) in ranked[..shown].iter().enumerate() {
+            band_of_first[f] = b;
+        }
         let mut chart_cols: Vec<Option<Vec<f64>>> = vec![None; cols];
         if cols > 0 && nbands > 0 {
             for i in win.lo..win.hi {
@@ -342,8 +380,8 @@ impl Cache {
                 let c = slot(meta.time_ns, cols);
                 let w = meta.interval.as_secs_f64() / col_secs[c];
                 let col = chart_cols[c].get_or_insert_with(|| vec![0.0; nbands]);
-                for &(k, n) in sum {
-                    col[key_band[k as usize]] += n as f64 * w;
+                for &(f, n) in &sum.firsts {
+                    col[band_of_first[f as usize]] += n as f64 * w;
                 }
             }
             // Columns with snapshots but no matching samples are zero, not gaps.
