@@ -269,6 +269,18 @@ fn main() {
         ms(steady)
     );
     live_tick(&mut app, &mut term, &templates, &mut n, "1 h");
+    // Re-summing the window alone (no regroup): alternate the chart width.
+    let (cols, page) = render::geometry(W, H);
+    let resum = median(
+        (0..20)
+            .map(|i| {
+                let t = Instant::now();
+                app.prepare(cols - i % 2, page, None);
+                t.elapsed()
+            })
+            .collect(),
+    );
+    println!("re-sum of the 1 h window (3600 summaries): {}", ms(resum));
     key_latency(
         &mut app,
         &mut term,
