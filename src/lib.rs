@@ -13,4 +13,5 @@ pub mod output;
 pub mod recording;
 pub mod sampler;
 pub mod symbols;
+pub mod ui;
 pub mod value;

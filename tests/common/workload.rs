@@ -168,7 +168,9 @@ impl Workload {
         let path = make_dio_file(dir);
         spawn(DIO, Box::new(move |s| dio_reader(&path, s)));
         for _ in 0..threads.len() + 1 {
-            ready_rx.recv().unwrap();
+            ready_rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("workload thread did not start");
         }
 
         let stopped = fork_child(STOPPED, || unsafe {

@@ -1,0 +1,95 @@
+//! Terminal setup and, above all, restore: on return, on error, on panic and
+//! on SIGTERM/SIGHUP/SIGINT, the user gets their shell back intact.
+
+use std::io::{self, Stdout, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crossterm::{cursor, execute, terminal};
+use ratatui::backend::CrosstermBackend;
+use ratatui::Terminal;
+
+/// Whether we changed the terminal (so restore is a no-op otherwise).
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// Set by the signal handler; the event loop checks it and exits normally.
+static SIGNALLED: AtomicBool = AtomicBool::new(false);
+
+const SIGNALS: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGHUP, libc::SIGINT];
+
+extern "C" fn on_signal(_: libc::c_int) {
+    // Only an atomic store: the one thing safe to do in a signal handler.
+    SIGNALLED.store(true, Ordering::SeqCst);
+}
+
+pub fn signalled() -> bool {
+    SIGNALLED.load(Ordering::SeqCst)
+}
+
+/// Owns the terminal while the UI runs; dropping it restores everything,
+/// including the signal dispositions it replaced.
+pub struct Term {
+    pub terminal: Terminal<CrosstermBackend<Stdout>>,
+    old: Vec<(libc::c_int, libc::sigaction)>,
+}
+
+impl Term {
+    pub fn enter() -> anyhow::Result<Term> {
+        SIGNALLED.store(false, Ordering::SeqCst);
+        let mut old = Vec::new();
+        for sig in SIGNALS {
+            // SAFETY: a zeroed sigaction plus a handler that only stores an atomic.
+            unsafe {
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+                libc::sigemptyset(&mut sa.sa_mask);
+                let mut prev: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, &sa, &mut prev) == 0 {
+                    old.push((sig, prev));
+                }
+            }
+        }
+        install_panic_hook();
+        let mut term = Term {
+            terminal: Terminal::new(CrosstermBackend::new(io::stdout()))?,
+            old,
+        };
+        terminal::enable_raw_mode()?;
+        ACTIVE.store(true, Ordering::SeqCst);
+        execute!(io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)?;
+        term.terminal.clear()?;
+        Ok(term)
+    }
+}
+
+impl Drop for Term {
+    fn drop(&mut self) {
+        restore();
+        for (sig, prev) in &self.old {
+            // SAFETY: putting back the action sigaction gave us.
+            unsafe {
+                libc::sigaction(*sig, prev, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
+/// Leaves the alternate screen, shows the cursor, ends raw mode. Idempotent.
+pub fn restore() {
+    if ACTIVE.swap(false, Ordering::SeqCst) {
+        let mut out = io::stdout();
+        let _ = execute!(out, terminal::LeaveAlternateScreen, cursor::Show);
+        let _ = terminal::disable_raw_mode();
+        let _ = out.flush();
+    }
+}
+
+/// Restores the terminal before the panic message prints, so it is readable.
+fn install_panic_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore();
+            prev(info);
+        }));
+    });
+}
