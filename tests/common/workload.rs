@@ -150,13 +150,25 @@ impl Workload {
             );
         }
         spawn(
-            SLEEP,
+            NAP,
             Box::new(|s| {
                 while !s.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(200));
                 }
             }),
         );
+        // Never wakes while sampled (a napper can be caught runnable); left
+        // running when the workload stops, like any idle thread of a process.
+        let ready = ready_tx.clone();
+        std::thread::Builder::new()
+            .name(SLEEP.into())
+            .spawn(move || {
+                ready.send(()).unwrap();
+                loop {
+                    std::thread::sleep(Duration::from_secs(3600));
+                }
+            })
+            .unwrap();
         let (mut reader, writer) = pipe();
         spawn(
             PIPE,
