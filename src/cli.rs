@@ -33,10 +33,38 @@ pub struct Cli {
     #[arg(long)]
     pub list_dimensions: bool,
     #[command(flatten)]
+    pub ui: UiArgs,
+    #[command(flatten)]
     pub sampling: SamplingArgs,
     /// record, report, export, replay (see `xtop help COMMAND`).
     #[command(subcommand)]
     pub command: Option<crate::recording::RecordingCommand>,
+}
+
+/// Flags of the interactive screen (live and replay).
+#[derive(Args, Debug, Clone)]
+pub struct UiArgs {
+    /// How much history the screen keeps for `[`/`]`, e.g. 1h, 30m.
+    #[arg(long, value_name = "DUR", default_value = "1h", value_parser = humantime::parse_duration)]
+    pub history: Duration,
+    /// Where `e` writes its exports.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub export_dir: std::path::PathBuf,
+}
+
+impl UiArgs {
+    pub fn options(
+        &self,
+        group_by: Vec<&'static crate::dimensions::Dimension>,
+        filters: Vec<crate::aggregation::Filter>,
+    ) -> crate::ui::UiOptions {
+        crate::ui::UiOptions {
+            history: self.history,
+            export_dir: self.export_dir.clone(),
+            group_by,
+            filters,
+        }
+    }
 }
 
 /// Flags of every mode that samples the live system.

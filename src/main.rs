@@ -3,7 +3,8 @@ use std::process::ExitCode;
 use clap::Parser;
 use xtop::aggregation::Filter;
 use xtop::cli::Cli;
-use xtop::{batch, dimensions};
+use xtop::sampler::Sampler;
+use xtop::{batch, dimensions, ui};
 
 fn main() -> ExitCode {
     // Die quietly on a closed pipe (`xtop -b | head`), as Unix tools do.
@@ -34,12 +35,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         .map(|f| Filter::parse(f))
         .collect::<Result<Vec<_>, _>>()
         .map_err(anyhow::Error::msg)?;
-    // Until the interactive screen lands, plain `xtop` runs batch mode.
-    let opts = batch::BatchOptions {
-        count: cli.count,
-        dims,
-        filters,
-        format: cli.format,
+    if cli.batch {
+        let opts = batch::BatchOptions {
+            count: cli.count,
+            dims,
+            filters,
+            format: cli.format,
+        };
+        return batch::run(cli.sampling.options(), opts);
+    }
+    ui::require_terminal()?;
+    let sampling = cli.sampling.options();
+    let sampler = Sampler::start(sampling.clone())?;
+    let source = ui::Source::Live {
+        snapshots: sampler.receiver().clone(),
+        all: sampling.all,
+        set_all: Box::new(|all| sampler.set_all(all)),
     };
-    batch::run(cli.sampling.options(), opts)
+    let shown = ui::run(source, sampler.session().clone(), cli.ui.options(dims, filters));
+    let sampled = sampler.stop();
+    shown.and(sampled)
 }

@@ -95,6 +95,8 @@ pub struct ExportArgs {
 pub struct ReplayArgs {
     #[command(flatten)]
     pub sel: Selection,
+    #[command(flatten)]
+    pub ui: crate::cli::UiArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -36,13 +36,26 @@ pub fn quiet_broken_pipe(r: Result<()>) -> Result<()> {
     }
 }
 
+/// `xtop replay`: the interactive screen on a recording (no root needed);
+/// the report when output is not a terminal.
 pub fn run_replay(args: ReplayArgs) -> Result<()> {
-    let dims = Dims(dimensions::parse_list(dimensions::DEFAULT_GROUP_BY).map_err(anyhow::Error::msg)?);
-    run_report(ReportArgs {
-        sel: args.sel,
-        group_by: dims,
-        format: Format::Table,
-    })
+    let dims = dimensions::parse_list(dimensions::DEFAULT_GROUP_BY).map_err(anyhow::Error::msg)?;
+    if crate::ui::require_terminal().is_err() {
+        return run_report(ReportArgs {
+            sel: args.sel,
+            group_by: Dims(dims),
+            format: Format::Table,
+        });
+    }
+    let rec = super::read_files(&args.sel.files)?;
+    let snaps: Vec<Snapshot> = selected(&rec, &args.sel)?.into_iter().cloned().collect();
+    if snaps.is_empty() {
+        anyhow::bail!("no snapshots in the selected range");
+    }
+    let opts = args.ui.options(dims, args.sel.filters.clone());
+    let shown = crate::ui::run(crate::ui::Source::Replay(snaps), rec.session, opts);
+    warn_all(&rec.warnings);
+    shown
 }
 
 pub fn warn_all(warnings: &[String]) {

@@ -19,24 +19,16 @@ use super::view::{Query, Window};
 /// Extension of the samples file `write_recording` produces. Until the
 /// recording format is wired in this is CSV, so the name does not promise a
 /// format the file is not in.
-pub const RECORDING_EXT: &str = "csv";
+pub const RECORDING_EXT: &str = "xtop";
 
 /// Rebuilding samples costs ~250 bytes each; past this an export could take
 /// the machine's memory, so it asks for a narrower window instead.
 pub const MAX_EXPORT_SAMPLES: usize = 5_000_000;
 
-/// Writes the samples of `snaps` to `path`, atomically, mode 0600.
-///
-/// The single place an export writes samples: it will call
-/// `recording::write_file` once that exists; until then it writes every
-/// registry column as CSV (`output::write_csv_*`).
-pub fn write_recording(path: &Path, _session: &Session, snaps: &[Snapshot]) -> anyhow::Result<()> {
-    let mut buf = Vec::new();
-    output::write_csv_header(&mut buf)?;
-    for s in snaps {
-        output::write_csv_rows(&mut buf, s)?;
-    }
-    write_atomic(path, &buf)
+/// Writes the samples of `snaps` to `path` as a recording (`xtop replay`
+/// opens it), atomically, mode 0600.
+pub fn write_recording(path: &Path, session: &Session, snaps: &[Snapshot]) -> anyhow::Result<()> {
+    crate::recording::write_file(path, session, snaps)
 }
 
 /// Writes `bytes` to a temporary file beside `path`, syncs it and renames it

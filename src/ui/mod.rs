@@ -75,10 +75,17 @@ const IDLE_REDRAW: Duration = Duration::from_secs(1);
 
 /// Runs the UI until the user quits or a signal arrives; the terminal is
 /// restored on every way out.
-pub fn run(source: Source<'_>, session: Session, opts: UiOptions) -> anyhow::Result<()> {
+/// The interactive screen needs a terminal on both ends; say so before any
+/// BPF is loaded.
+pub fn require_terminal() -> anyhow::Result<()> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
-        bail!("the interactive UI needs a terminal (use batch mode to write to a pipe or file)");
+        bail!("the interactive screen needs a terminal: use `xtop -b` to write text to a pipe or file");
     }
+    Ok(())
+}
+
+pub fn run(source: Source<'_>, session: Session, opts: UiOptions) -> anyhow::Result<()> {
+    require_terminal()?;
     let (live, all) = match &source {
         Source::Live { all, .. } => (true, *all),
         Source::Replay(_) => (false, false),
