@@ -1,1 +1,4 @@
+#![allow(dead_code)] // each test binary uses part of the helpers
+
+pub mod observe;
 pub mod workload;
