@@ -2,9 +2,7 @@
 //! stacks or xcapture's layout, one snapshot in memory at a time.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::{self, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -56,20 +54,11 @@ fn to_file(path: &Path, body: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> 
         let mut out = io::stdout().lock();
         return quiet_broken_pipe(body(&mut out).and_then(|()| out.flush()).with_context(ctx));
     }
-    let mut w = BufWriter::new(create_private(path)?);
-    body(&mut w).and_then(|()| w.flush()).with_context(ctx)?;
-    w.get_ref().sync_all().with_context(ctx)
+    let mut w = crate::atomic_file::AtomicFile::create(path)?;
+    body(&mut w).with_context(ctx)?;
+    w.commit()
 }
 
-pub fn create_private(path: &Path) -> Result<File> {
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("cannot create {}", path.display()))
-}
 
 /// `root;...;leaf count` per distinct kernel stack, sorted for stable output.
 pub fn write_folded(w: &mut dyn Write, snaps: impl IntoIterator<Item = Snapshot>) -> io::Result<()> {

@@ -182,26 +182,15 @@ impl Writer {
 /// Writes a whole recording atomically: a private temp file, fsync, rename,
 /// fsync of the directory. Readers never see a half-written file at `path`.
 pub fn write_file(path: &Path, session: &Session, snaps: &[Snapshot]) -> Result<()> {
-    let name = path
-        .file_name()
-        .with_context(|| format!("{} is not a file name", path.display()))?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let tmp = dir.join(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id()));
+    let tmp = crate::atomic_file::temp_beside(path)?;
     let result = (|| {
         let mut w = Writer::create(&tmp, session)?;
         // Batches of 60 snapshots: better compression, still small frames.
         for chunk in snaps.chunks(60) {
             w.write_snapshots(chunk)?;
         }
-        w.file
-            .sync_all()
-            .with_context(|| format!("syncing {}", tmp.display()))?;
-        fs::rename(&tmp, path)
-            .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
-        sync_dir(path)
+        w.file.sync_all().with_context(|| format!("syncing {}", tmp.display()))?;
+        crate::atomic_file::publish(&tmp, path)
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);

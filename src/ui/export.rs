@@ -1,12 +1,10 @@
 //! `e`: the current window written to files the user can share, atomically and
 //! private (0600): samples under the current filters, and the table as text.
 
-use std::fs::{self, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 
 use crate::aggregation::{aggregate, matches_all};
 use crate::model::{Session, Snapshot};
@@ -31,32 +29,9 @@ pub fn write_recording(path: &Path, session: &Session, snaps: &[Snapshot]) -> an
     crate::recording::write_file(path, session, snaps)
 }
 
-/// Writes `bytes` to a temporary file beside `path`, syncs it and renames it
-/// over `path`: readers never see a half-written export.
+/// Writes `bytes` atomically, mode 0600: readers never see a half-written export.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .context("export path has no file name")?
-        .to_string_lossy();
-    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
-    let write = || -> std::io::Result<()> {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    };
-    write().map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        anyhow::Error::new(e).context(format!("writing {}", path.display()))
-    })
+    crate::atomic_file::write(path, bytes)
 }
 
 /// `YYYYmmdd-HHMMSS`, local time.

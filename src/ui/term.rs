@@ -54,8 +54,14 @@ impl Term {
         };
         terminal::enable_raw_mode()?;
         ACTIVE.store(true, Ordering::SeqCst);
-        execute!(io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)?;
-        term.terminal.clear()?;
+        // Clear with a plain escape: ratatui's clear() asks the terminal where the
+        // cursor is, and consoles that never answer would make xtop give up.
+        execute!(
+            io::stdout(),
+            terminal::EnterAlternateScreen,
+            cursor::Hide,
+            terminal::Clear(terminal::ClearType::All)
+        )?;
         Ok(term)
     }
 }
