@@ -10,12 +10,16 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 fn dir_of(path: &Path) -> &Path {
-    path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."))
+    path.parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }
 
 /// A hidden temp name beside `path`, on the same filesystem so rename is atomic.
 pub fn temp_beside(path: &Path) -> Result<PathBuf> {
-    let name = path.file_name().with_context(|| format!("{} is not a file name", path.display()))?;
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} is not a file name", path.display()))?;
     Ok(dir_of(path).join(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id())))
 }
 
@@ -32,9 +36,12 @@ pub fn create_private(path: &Path) -> Result<File> {
 
 /// Moves a synced temp file to `path` and makes the rename durable.
 pub fn publish(tmp: &Path, path: &Path) -> Result<()> {
-    fs::rename(tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
+    fs::rename(tmp, path)
+        .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
     let dir = dir_of(path);
-    File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("syncing {}", dir.display()))
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("syncing {}", dir.display()))
 }
 
 /// A file being written; `commit` publishes it, dropping it removes the temp.
@@ -48,12 +55,19 @@ impl AtomicFile {
     pub fn create(path: &Path) -> Result<AtomicFile> {
         let tmp = temp_beside(path)?;
         let out = Some(BufWriter::new(create_private(&tmp)?));
-        Ok(AtomicFile { tmp, path: path.to_path_buf(), out })
+        Ok(AtomicFile {
+            tmp,
+            path: path.to_path_buf(),
+            out,
+        })
     }
 
     pub fn commit(mut self) -> Result<()> {
         let out = self.out.take().expect("not yet committed");
-        let file = out.into_inner().map_err(|e| e.into_error()).with_context(|| self.context())?;
+        let file = out
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .with_context(|| self.context())?;
         file.sync_all().with_context(|| self.context())?;
         publish(&self.tmp, &self.path)
     }
@@ -83,8 +97,9 @@ impl Drop for AtomicFile {
 
 /// Writes `bytes` to `path` atomically, mode 0600.
 pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut f = AtomicFile::create(path)?;
-    f.write_all(bytes).with_context(|| format!("writing {}", path.display()))?;
+    let context = || format!("writing {}", path.display());
+    let mut f = AtomicFile::create(path).with_context(context)?;
+    f.write_all(bytes).with_context(context)?;
     f.commit()
 }
 
@@ -120,6 +135,10 @@ mod tests {
         f.write_all(b"partial").unwrap();
         drop(f);
         assert_eq!(fs::read_dir(&d).unwrap().count(), 0);
-        assert!(write(Path::new("/nonexistent-dir/x"), b"x").unwrap_err().to_string().contains("cannot create"));
+        let err = format!("{:#}", write(Path::new("/nonexistent-dir/x"), b"x").unwrap_err());
+        assert!(
+            err.starts_with("writing /nonexistent-dir/x: cannot create"),
+            "{err}"
+        );
     }
 }

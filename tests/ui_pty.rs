@@ -6,7 +6,6 @@
 //! text), because ratatui redraws only the cells that changed: searching the raw
 //! bytes for a phrase would find stale text, or miss text drawn in pieces.
 
-#[allow(dead_code)] // this test uses only `can_run_bpf`
 mod common;
 
 use std::fs::File;

@@ -59,7 +59,6 @@ fn to_file(path: &Path, body: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> 
     w.commit()
 }
 
-
 /// `root;...;leaf count` per distinct kernel stack, sorted for stable output.
 pub fn write_folded(w: &mut dyn Write, snaps: impl IntoIterator<Item = Snapshot>) -> io::Result<()> {
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();

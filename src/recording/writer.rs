@@ -189,7 +189,9 @@ pub fn write_file(path: &Path, session: &Session, snaps: &[Snapshot]) -> Result<
         for chunk in snaps.chunks(60) {
             w.write_snapshots(chunk)?;
         }
-        w.file.sync_all().with_context(|| format!("syncing {}", tmp.display()))?;
+        w.file
+            .sync_all()
+            .with_context(|| format!("syncing {}", tmp.display()))?;
         crate::atomic_file::publish(&tmp, path)
     })();
     if result.is_err() {

@@ -48,7 +48,7 @@ impl Term {
             }
         }
         install_panic_hook();
-        let mut term = Term {
+        let term = Term {
             terminal: Terminal::new(CrosstermBackend::new(io::stdout()))?,
             old,
         };
