@@ -9,8 +9,7 @@
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use xtop::sampler::{Sampler, SamplerOptions};
@@ -36,32 +35,37 @@ fn median(mut v: Vec<u64>) -> u64 {
     v[v.len() / 2]
 }
 
+/// Threads blocked until the end, like the idle threads of real servers.
 struct Sleepers {
-    stop: Arc<AtomicBool>,
+    gate: Arc<(Mutex<bool>, Condvar)>,
     handles: Vec<std::thread::JoinHandle<()>>,
 }
 
 fn sleepers(n: usize) -> Sleepers {
-    let stop = Arc::new(AtomicBool::new(false));
+    let gate = Arc::new((Mutex::new(false), Condvar::new()));
     let handles = (0..n)
         .map(|_| {
-            let stop = stop.clone();
+            let gate = gate.clone();
             std::thread::Builder::new()
                 .stack_size(64 * 1024)
                 .spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        std::thread::sleep(Duration::from_millis(100));
+                    let (done, cv) = &*gate;
+                    let mut d = done.lock().unwrap();
+                    while !*d {
+                        d = cv.wait(d).unwrap();
                     }
                 })
                 .expect("spawn sleeper")
         })
         .collect();
-    Sleepers { stop, handles }
+    Sleepers { gate, handles }
 }
 
 impl Drop for Sleepers {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        let (done, cv) = &*self.gate;
+        *done.lock().unwrap() = true;
+        cv.notify_all();
         for h in self.handles.drain(..) {
             let _ = h.join();
         }
@@ -177,7 +181,7 @@ fn main() {
     );
     println!("| xtop --track-syscalls | {tracked:.1} | {:.1} |", tracked - base);
 
-    println!("\n## Added cost per context switch (ping-pong on one CPU, best of 3)");
+    println!("\n## Added cost per context switch (ping-pong on one CPU, best of 4, alternating)");
     let rounds = 200_000;
     let base = (0..3).map(|_| pingpong_ns(rounds)).fold(f64::MAX, f64::min);
     let hooked = with_xtop(false, || {

@@ -63,6 +63,7 @@ impl UiArgs {
             export_dir: self.export_dir.clone(),
             group_by,
             filters,
+            warnings: Vec::new(),
         }
     }
 }

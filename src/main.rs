@@ -52,7 +52,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         all: sampling.all,
         set_all: Box::new(|all| sampler.set_all(all)),
     };
-    let shown = ui::run(source, sampler.session().clone(), cli.ui.options(dims, filters));
+    let warnings = sampler.warnings().to_vec();
+    let opts = ui::UiOptions {
+        warnings: warnings.clone(),
+        ..cli.ui.options(dims, filters)
+    };
+    let shown = ui::run(source, sampler.session().clone(), opts);
     let sampled = sampler.stop();
+    // Left on the terminal too: the screen's toast is gone with the screen.
+    for w in &warnings {
+        eprintln!("xtop: warning: {w}");
+    }
     shown.and(sampled)
 }

@@ -188,3 +188,46 @@ fn check_privilege_error(mut cmd: Command) {
     );
     assert!(!err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn a_hook_that_cannot_attach_is_named_and_its_columns_are_unknown() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !can_run_bpf() {
+        return;
+    }
+    let _w = workload();
+    let out = Command::new(env!("CARGO_BIN_EXE_xtop"))
+        .args(["-b", "--format", "csv", "-n", "3", "-i", "100ms", "-a"])
+        .env("XTOP_DISABLE_HOOKS", "sched_switch,sched_wakeup")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("warning: cannot attach sched_switch"), "{err}");
+    assert!(err.contains("warning: cannot attach sched_wakeup"), "{err}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |n: &str| header.iter().position(|h| *h == n).unwrap();
+    let (offcpu, switch, waker, state) = (
+        col("SINCE_OFFCPU_NS"),
+        col("SWITCH"),
+        col("WAKER_TID"),
+        col("STATE"),
+    );
+    let mut rows = 0;
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        if f.len() != header.len() {
+            continue; // a quoted comma in some cmdline
+        }
+        rows += 1;
+        assert_eq!(
+            (f[offcpu], f[switch], f[waker]),
+            ("", "", ""),
+            "fed by the missing hooks: {line}"
+        );
+        assert!(!f[state].is_empty(), "the rest still works: {line}");
+    }
+    assert!(rows > 0);
+}

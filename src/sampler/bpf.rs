@@ -22,7 +22,7 @@ pub struct Bpf<'obj> {
 const HOOK_FEEDS: [(&str, &str); 6] = [
     ("sys_enter", "syscall entry time and args of running threads"),
     ("sys_exit", "syscall exit"),
-    ("sched_switch", "since_oncpu_ns, since_offcpu_ns, switch"),
+    ("sched_switch", "since_offcpu_ns, switch"),
     ("sched_wakeup", "since_wakeup_ns, waker_tid"),
     ("sched_wakeup_new", "wakeups of new threads"),
     ("sched_process_exit", "freeing per-thread state early"),
@@ -46,6 +46,13 @@ impl<'obj> Bpf<'obj> {
             .context("the kernel refused xtop's BPF programs (XTOP_DEBUG=1 shows libbpf's log)")?;
         let mut hooks = Vec::new();
         let mut warnings = Vec::new();
+        // Skips hooks as if they failed to attach: exercises the degraded paths
+        // in tests, and lets a user shed a hook's cost.
+        let disabled: Vec<String> = std::env::var("XTOP_DISABLE_HOOKS")
+            .unwrap_or_default()
+            .split(',')
+            .map(|h| h.trim().to_string())
+            .collect();
         let progs = [
             (track_syscalls, &skel.progs.on_sys_enter),
             (track_syscalls, &skel.progs.on_sys_exit),
@@ -58,7 +65,12 @@ impl<'obj> Bpf<'obj> {
             if !wanted {
                 continue;
             }
-            match prog.attach() {
+            let attached = if disabled.iter().any(|d| d == hook) {
+                Err("disabled by XTOP_DISABLE_HOOKS".to_string())
+            } else {
+                prog.attach().map_err(|e| e.to_string())
+            };
+            match attached {
                 Ok(link) => hooks.push(link),
                 Err(e) => warnings.push(format!("cannot attach {hook} ({e}): {feeds} shown as unknown")),
             }

@@ -25,6 +25,8 @@ pub struct UiOptions {
     pub export_dir: PathBuf,
     pub group_by: Vec<&'static Dimension>,
     pub filters: Vec<Filter>,
+    /// Shown as an error toast at start (e.g. hooks that could not attach).
+    pub warnings: Vec<String>,
 }
 
 impl Default for UiOptions {
@@ -35,6 +37,7 @@ impl Default for UiOptions {
             group_by: dimensions::parse_list(dimensions::DEFAULT_GROUP_BY)
                 .expect("default group-by is valid"),
             filters: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 }

@@ -91,6 +91,9 @@ pub fn run(source: Source<'_>, session: Session, opts: UiOptions) -> anyhow::Res
         Source::Replay(_) => (false, false),
     };
     let mut app = App::new(session, &opts, live, all);
+    if !opts.warnings.is_empty() {
+        app.say(opts.warnings.join("; "), true);
+    }
     let (rx, mut set_all, mut pending) = match source {
         Source::Live {
             snapshots, set_all, ..
