@@ -9,7 +9,6 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::observe::*;
-use common::workload::can_run_bpf;
 use xtop::aggregation::aggregate;
 use xtop::dimensions::parse_list;
 use xtop::output::write_table;
@@ -58,11 +57,7 @@ fn record_until_sigterm(file: &Path) {
 
 #[test]
 fn record_then_report_and_export_the_live_workload() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !can_run_bpf() {
-        return;
-    }
-    let _w = workload();
+    let Some(_live) = live_workload() else { return };
     let dir = fresh_dir("record-e2e");
     let file = dir.join("live.xtop");
     record_until_sigterm(&file);
@@ -137,10 +132,7 @@ fn record_then_report_and_export_the_live_workload() {
 
 #[test]
 fn appending_after_sigterm_keeps_every_snapshot_readable() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !can_run_bpf() {
-        return;
-    }
+    let Some(_serial) = live_bpf() else { return };
     let file = fresh_dir("record-append").join("twice.xtop");
     record_until_sigterm(&file);
     let first = xtop::recording::read_files(std::slice::from_ref(&file))

@@ -8,27 +8,19 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::observe::*;
-use common::workload::{self as w, can_run_bpf};
+use common::workload as w;
 use xtop::sampler::{Sampler, SamplerOptions};
 
 #[test]
 fn library_reports_known_states_with_all() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !can_run_bpf() {
-        return;
-    }
-    let _w = workload();
+    let Some(_live) = live_workload() else { return };
     let by = sample_live(opts(true), 20);
     assert_known_states(&by, true);
 }
 
 #[test]
 fn library_active_only_by_default() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !can_run_bpf() {
-        return;
-    }
-    let _w = workload();
+    let Some(_live) = live_workload() else { return };
     let by = sample_live(opts(false), 20);
     assert_known_states(&by, false);
     // Every reported thread is active.
@@ -39,11 +31,7 @@ fn library_active_only_by_default() {
 
 #[test]
 fn without_syscall_hooks_registers_still_name_the_syscall() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !can_run_bpf() {
-        return;
-    }
-    let _w = workload();
+    let Some(_live) = live_workload() else { return };
     let by = sample_live(
         SamplerOptions {
             track_syscalls: false,
@@ -63,11 +51,7 @@ fn without_syscall_hooks_registers_still_name_the_syscall() {
 
 #[test]
 fn syscall_hooks_time_the_current_syscall() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !can_run_bpf() {
-        return;
-    }
-    let _w = workload();
+    let Some(_live) = live_workload() else { return };
     let by = sample_live(
         SamplerOptions {
             track_syscalls: true,
@@ -84,11 +68,7 @@ fn syscall_hooks_time_the_current_syscall() {
 
 #[test]
 fn batch_csv_reports_known_states() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !can_run_bpf() {
-        return;
-    }
-    let _w = workload();
+    let Some(_live) = live_workload() else { return };
     let by = sample_cli(&["-b", "--format", "csv", "-n", "20", "-i", "100ms", "-a"]);
     assert_known_states(&by, true);
     let by = sample_cli(&[
@@ -107,11 +87,7 @@ fn batch_csv_reports_known_states() {
 
 #[test]
 fn pid_filter_keeps_only_that_process() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !can_run_bpf() {
-        return;
-    }
-    let _w = workload();
+    let Some(_live) = live_workload() else { return };
     let me = std::process::id();
     let by = sample_cli(&[
         "-b",
@@ -132,10 +108,7 @@ fn pid_filter_keeps_only_that_process() {
 
 #[test]
 fn thread_churn_frees_per_thread_state() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !can_run_bpf() {
-        return;
-    }
+    let Some(_serial) = live_bpf() else { return };
     let sampler = Sampler::start(opts(true)).expect("BPF sampler must load");
     let _ = sampler.receiver().recv_timeout(Duration::from_secs(30)).unwrap();
     let live = |s: &Sampler| {
@@ -191,11 +164,7 @@ fn check_privilege_error(mut cmd: Command) {
 
 #[test]
 fn a_hook_that_cannot_attach_is_named_and_its_columns_are_unknown() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !can_run_bpf() {
-        return;
-    }
-    let _w = workload();
+    let Some(_live) = live_workload() else { return };
     let out = Command::new(env!("CARGO_BIN_EXE_xtop"))
         .args(["-b", "--format", "csv", "-n", "3", "-i", "100ms", "-a"])
         .env("XTOP_DISABLE_HOOKS", "sched_switch,sched_wakeup")

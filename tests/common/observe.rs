@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::process::Command;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::workload::{self as w, Workload};
@@ -193,6 +193,19 @@ pub fn assert_known_states(by: &ByComm, with_sleepers: bool) {
             "sleepers reported without --all"
         );
     }
+}
+
+/// The start of every live test: one at a time, BPF available (or skipped
+/// outside CI), and the workload running. None: skip the test.
+pub fn live_workload() -> Option<(MutexGuard<'static, ()>, Workload)> {
+    let serial = live_bpf()?;
+    Some((serial, workload()))
+}
+
+/// One live test at a time, BPF available; None: skip the test.
+pub fn live_bpf() -> Option<MutexGuard<'static, ()>> {
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    w::can_run_bpf().then_some(serial)
 }
 
 pub fn workload() -> Workload {
