@@ -19,7 +19,7 @@ pub enum RecordingCommand {
     Report(ReportArgs),
     /// Convert recordings to xcapture-compatible CSV, CSV, JSON lines or folded stacks.
     Export(ExportArgs),
-    /// Look at recordings without root (prints the report for now).
+    /// Open recordings in the interactive screen, without root (the report when not on a terminal).
     Replay(ReplayArgs),
 }
 
