@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use anyhow::{anyhow, Context, Result};
@@ -149,10 +149,13 @@ impl Hour {
             } else {
                 o.write(true).truncate(true);
             }
-            let mut w = BufWriter::new(
-                o.open(&path)
-                    .with_context(|| format!("cannot create {}", path.display()))?,
-            );
+            let file = o
+                .open(&path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            // An hourly file left by an earlier export keeps its inode: make it private too.
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))
+                .with_context(|| format!("cannot make {} private", path.display()))?;
+            let mut w = BufWriter::new(file);
             if !again {
                 writeln!(w, "{header}").with_context(|| format!("writing {}", path.display()))?;
             }
