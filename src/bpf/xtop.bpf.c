@@ -23,7 +23,14 @@ char LICENSE[] SEC("license") = "GPL";
 #define TASK_UNINTERRUPTIBLE 0x0002
 #define __TASK_STOPPED       0x0004
 #define __TASK_TRACED        0x0008
+#define EXIT_DEAD            0x0010
+#define EXIT_ZOMBIE          0x0020
+#define TASK_PARKED          0x0040
+#define TASK_REPORT          0x007f
 #define TASK_NOLOAD          0x0400
+#define TASK_IDLE            (TASK_UNINTERRUPTIBLE | TASK_NOLOAD)
+#define TASK_RTLOCK_WAIT     0x1000
+#define TASK_FROZEN          0x8000
 #define PF_EXITING           0x00000004
 #define PF_KTHREAD           0x00200000
 
@@ -174,14 +181,22 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	return 0;
 }
 
-/* Kernel-side filter: running, runnable, D (not idle), stopped, traced, zombie, dead. */
+/* Kernel-side filter: what State::decode() (src/model/state.rs) calls RUN,
+ * RUNQ, DISK, STOPPED, TRACED, ZOMBIE or DEAD. Like the kernel's
+ * __task_state_index(), bits outside TASK_REPORT (TASK_WAKING...) are masked. */
 static __always_inline bool is_active(__u32 state, __u32 exit_state)
 {
-	if (exit_state || state == TASK_RUNNING)
+	__u32 s = (state | exit_state) & TASK_REPORT;
+
+	if ((state & TASK_IDLE) == TASK_IDLE)
+		return false;
+	if (state == TASK_RTLOCK_WAIT || (state & TASK_FROZEN))
 		return true;
-	if (state & (__TASK_STOPPED | __TASK_TRACED))
+	if (s & TASK_PARKED)
+		return false;
+	if (s & (EXIT_ZOMBIE | EXIT_DEAD | __TASK_TRACED | __TASK_STOPPED | TASK_UNINTERRUPTIBLE))
 		return true;
-	return (state & TASK_UNINTERRUPTIBLE) && !(state & TASK_NOLOAD);
+	return s == TASK_RUNNING;
 }
 
 static __always_inline void read_user_regs(struct task_struct *task, struct task_sample *r)

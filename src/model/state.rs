@@ -36,6 +36,11 @@ const EXIT_DEAD: u32 = 0x10;
 const EXIT_ZOMBIE: u32 = 0x20;
 const TASK_PARKED: u32 = 0x40;
 const TASK_NOLOAD: u32 = 0x400;
+const TASK_IDLE: u32 = TASK_UNINTERRUPTIBLE | TASK_NOLOAD;
+const TASK_RTLOCK_WAIT: u32 = 0x1000;
+const TASK_FROZEN: u32 = 0x8000;
+/// The bits /proc reports; others (TASK_WAKING, TASK_FREEZABLE...) are masked off.
+const TASK_REPORT: u32 = 0x7f;
 
 impl State {
     pub const ALL: [State; 10] = [
@@ -51,37 +56,38 @@ impl State {
         State::Idle,
     ];
 
-    /// Decodes raw task fields the way the kernel's `task_state_index()` does
-    /// for /proc, then splits running into RUN and RUNQ by `on_cpu`.
+    /// Decodes raw task fields the way the kernel's `__task_state_index()`
+    /// does for /proc (so transient bits such as TASK_WAKING read as runnable,
+    /// as `ps` says), then splits running into RUN and RUNQ by `on_cpu`.
+    /// The BPF filter `is_active()` in src/bpf/xtop.bpf.c mirrors this.
     pub fn decode(state: u32, exit_state: u32, on_cpu: bool) -> State {
-        let s = state | exit_state;
-        if s & EXIT_DEAD != 0 {
-            State::Dead
+        let s = (state | exit_state) & TASK_REPORT;
+        if state & TASK_IDLE == TASK_IDLE {
+            State::Idle
+        } else if state == TASK_RTLOCK_WAIT {
+            State::Disk
+        } else if state & TASK_FROZEN != 0 {
+            // The kernel reports frozen tasks as R; they cannot run, so: stopped (by the freezer).
+            State::Stopped
+        } else if s & TASK_PARKED != 0 {
+            // The highest reported bit wins, as with the kernel's fls().
+            State::Parked
         } else if s & EXIT_ZOMBIE != 0 {
             State::Zombie
+        } else if s & EXIT_DEAD != 0 {
+            State::Dead
         } else if s & TASK_TRACED != 0 {
             State::Traced
         } else if s & TASK_STOPPED != 0 {
             State::Stopped
-        } else if s & TASK_PARKED != 0 {
-            State::Parked
         } else if s & TASK_UNINTERRUPTIBLE != 0 {
-            if s & TASK_NOLOAD != 0 {
-                State::Idle
-            } else {
-                State::Disk
-            }
+            State::Disk
         } else if s & TASK_INTERRUPTIBLE != 0 {
             State::Sleep
-        } else if s == 0 {
-            if on_cpu {
-                State::Run
-            } else {
-                State::Runq
-            }
+        } else if on_cpu {
+            State::Run
         } else {
-            // Other bits (e.g. TASK_FROZEN alone) are sleeps the task cannot be woken from.
-            State::Sleep
+            State::Runq
         }
     }
 
@@ -150,7 +156,12 @@ mod tests {
             (0x80, 0x20, false, State::Zombie), // TASK_DEAD with EXIT_ZOMBIE
             (0x80, 0x10, false, State::Dead),
             (0x40, 0, false, State::Parked),
-            (0x102, 0, false, State::Disk), // TASK_KILLABLE
+            (0x102, 0, false, State::Disk),     // TASK_KILLABLE
+            (0x200, 0, false, State::Runq),     // TASK_WAKING: being woken, runnable
+            (0x2001, 0, false, State::Sleep),   // freezable sleep
+            (0x2402, 0, false, State::Idle),    // freezable idle
+            (0x1000, 0, false, State::Disk),    // RT lock wait
+            (0x8000, 0, false, State::Stopped), // frozen
         ];
         for (state, exit, on_cpu, want) in cases {
             assert_eq!(State::decode(state, exit, on_cpu), want, "{state:#x}/{exit:#x}");
