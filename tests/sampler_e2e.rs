@@ -173,7 +173,9 @@ fn a_hook_that_cannot_attach_is_named_and_its_columns_are_unknown() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("warning: cannot attach sched_switch"), "{err}");
-    assert!(err.contains("warning: cannot attach sched_wakeup"), "{err}");
+    assert!(err.contains("warning: cannot attach sched_wakeup ("), "{err}");
+    // Alone, sched_wakeup_new would leave creators standing as last wakers.
+    assert!(err.contains("warning: not using sched_wakeup_new"), "{err}");
     let text = String::from_utf8(out.stdout).unwrap();
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();

@@ -14,18 +14,33 @@ use super::skel::{XtopSkel, XtopSkelBuilder};
 pub struct Bpf<'obj> {
     skel: XtopSkel<'obj>,
     iter_link: Link,
-    _hooks: Vec<Link>,
+    _hooks: Vec<(&'static str, Link)>,
     pub warnings: Vec<String>,
 }
 
-/// What each optional hook feeds, for the warning when it cannot attach.
-const HOOK_FEEDS: [(&str, &str); 6] = [
-    ("sys_enter", "syscall entry time and args of running threads"),
-    ("sys_exit", "syscall exit"),
-    ("sched_switch", "since_offcpu_ns, switch"),
-    ("sched_wakeup", "since_wakeup_ns, waker_tid"),
-    ("sched_wakeup_new", "wakeups of new threads"),
-    ("sched_process_exit", "freeing per-thread state early"),
+/// Each optional hook, what it feeds (for the warning when it cannot attach),
+/// and the hook without which it would mislead: sys_enter without sys_exit
+/// would leave threads "in" syscalls forever, and sched_wakeup_new alone would
+/// leave a thread's creator standing as its last waker.
+const HOOKS: [(&str, &str, Option<&str>); 6] = [
+    (
+        "sys_enter",
+        "sysc_ns_so_far and the syscall of running threads",
+        Some("sys_exit"),
+    ),
+    (
+        "sys_exit",
+        "sysc_ns_so_far and the syscall of running threads",
+        Some("sys_enter"),
+    ),
+    ("sched_switch", "since_offcpu_ns, switch", None),
+    ("sched_wakeup", "waker_tid", None),
+    ("sched_wakeup_new", "waker_tid", Some("sched_wakeup")),
+    (
+        "sched_process_exit",
+        "early freeing of per-thread state (freed with the task instead)",
+        None,
+    ),
 ];
 
 fn silence_libbpf() {
@@ -61,7 +76,8 @@ impl<'obj> Bpf<'obj> {
             (true, &skel.progs.on_wakeup_new),
             (true, &skel.progs.on_exit),
         ];
-        for ((wanted, prog), (hook, feeds)) in progs.into_iter().zip(HOOK_FEEDS) {
+        let mut failed = Vec::new();
+        for ((wanted, prog), (hook, feeds, _)) in progs.into_iter().zip(HOOKS) {
             if !wanted {
                 continue;
             }
@@ -71,10 +87,22 @@ impl<'obj> Bpf<'obj> {
                 prog.attach().map_err(|e| e.to_string())
             };
             match attached {
-                Ok(link) => hooks.push(link),
-                Err(e) => warnings.push(format!("cannot attach {hook} ({e}): {feeds} shown as unknown")),
+                Ok(link) => hooks.push((hook, link)),
+                Err(e) => {
+                    failed.push(hook);
+                    warnings.push(format!("cannot attach {hook} ({e}): {feeds} shown as unknown"));
+                }
             }
         }
+        hooks.retain(
+            |(hook, _)| match HOOKS.iter().find(|h| h.0 == *hook).and_then(|h| h.2) {
+                Some(needed) if failed.contains(&needed) => {
+                    warnings.push(format!("not using {hook}: without {needed} it would mislead"));
+                    false
+                }
+                _ => true,
+            },
+        );
         let iter_link = skel
             .progs
             .dump_tasks
