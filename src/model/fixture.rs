@@ -53,6 +53,7 @@ pub fn sample(tid: u32, tgid: u32, comm: &str, state: State, nr: Option<u32>) ->
                 top: 2,
             })
         }),
+        ustack: None,
     }
 }
 

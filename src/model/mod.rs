@@ -74,14 +74,26 @@ pub enum Syscall {
 pub struct Stack {
     /// Hash of the raw addresses: the stack's identity in recordings and exports.
     pub hash: u64,
-    /// Function names, innermost (leaf) first.
+    /// Function names, innermost (leaf) first. A user stack whose frame-pointer
+    /// walk stopped before reaching its root ends with the `TRUNCATED` frame,
+    /// so every view and export shows the gap instead of a wrong root.
     pub frames: Vec<Arc<str>>,
     /// Index in `frames` of the first frame that is not scheduler plumbing
     /// (what /proc/PID/wchan would show).
     pub top: usize,
 }
 
+/// Outermost frame of a stack whose walk stopped early (see `Stack::frames`).
+pub const TRUNCATED: &str = "[truncated]";
+/// A frame no symbol source could name.
+pub const UNKNOWN: &str = "[unknown]";
+
 impl Stack {
+    /// Whether the unwinder gave up before the stack's root.
+    pub fn truncated(&self) -> bool {
+        self.frames.last().is_some_and(|f| &**f == TRUNCATED)
+    }
+
     pub fn top_frame(&self) -> Option<&Arc<str>> {
         self.frames.get(self.top).or_else(|| self.frames.first())
     }
@@ -127,8 +139,11 @@ pub struct ThreadSample {
     pub runq_wait_ns: Option<u64>,
     /// Who was on the CPU that issued the last wakeup.
     pub waker_tid: Option<u32>,
-    /// Kernel stack of an off-CPU thread.
+    /// Kernel stack: where an off-CPU thread waits, or for a running thread the
+    /// latest on-CPU profile stack taken during its current stint on the CPU.
     pub kstack: Option<Arc<Stack>>,
+    /// User stack, from the same instant as `kstack` (frame-pointer walk).
+    pub ustack: Option<Arc<Stack>>,
 }
 
 impl ThreadSample {

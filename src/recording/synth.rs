@@ -144,6 +144,7 @@ pub fn workload(threads: u32, snapshots: u64, interval: Duration, seed: u64) -> 
                 runq_wait_ns: None,
                 waker_tid: Some(1),
                 kstack: blocked.then(|| stacks[1].clone()),
+                ustack: None,
             };
             (i % 10, t)
         })

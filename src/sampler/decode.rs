@@ -170,6 +170,7 @@ pub fn decode(
         runq_wait_ns: since(r.now_rq, r.last_queued_rq, !on_cpu),
         waker_tid: wakeup_seen.then_some(r.waker_tid),
         kstack,
+        ustack: None,
     }
 }
 

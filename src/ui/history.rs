@@ -442,6 +442,7 @@ impl History {
             runq_wait_ns: since(time, e.queued_at),
             waker_tid: (e.waker != NONE_U32).then_some(e.waker),
             kstack: (e.kstack != NONE_U32).then(|| self.stacks.get(e.kstack).0.clone()),
+            ustack: None,
         }
     }
 

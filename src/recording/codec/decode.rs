@@ -276,6 +276,7 @@ impl Decoder {
             runq_wait_ns: None,
             waker_tid: None,
             kstack: None,
+            ustack: None,
         }
     }
 }
