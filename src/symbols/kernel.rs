@@ -10,10 +10,8 @@ use blazesym::symbolize::source::{Kernel, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use blazesym::MaybeDefault;
 
+use super::{stack_hash, MAX_CACHED};
 use crate::model::Stack;
-
-/// Caches are dropped past this many entries: bounded memory on odd workloads.
-const MAX_CACHED: usize = 200_000;
 
 pub struct KernelSymbols {
     symbolizer: Symbolizer,
@@ -23,17 +21,6 @@ pub struct KernelSymbols {
     /// skipped when picking a stack's top frame, as the kernel's wchan does.
     sched_text: Range<u64>,
     unknown: Arc<str>,
-}
-
-/// FNV-1a over the addresses: stable, cheap, good enough to key stacks.
-pub fn stack_hash(addrs: &[u64]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for a in addrs {
-        for b in a.to_le_bytes() {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    h
 }
 
 fn sched_text_range() -> Range<u64> {
@@ -126,15 +113,6 @@ impl Default for KernelSymbols {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hash_depends_on_every_address_and_order() {
-        let a = stack_hash(&[1, 2, 3]);
-        assert_eq!(a, stack_hash(&[1, 2, 3]));
-        assert_ne!(a, stack_hash(&[1, 2, 4]));
-        assert_ne!(a, stack_hash(&[3, 2, 1]));
-        assert_ne!(stack_hash(&[]), stack_hash(&[0]));
-    }
 
     #[test]
     fn unresolvable_addresses_are_unknown_not_guessed() {
