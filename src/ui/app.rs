@@ -14,6 +14,8 @@ use crate::value::Value;
 use super::export;
 use super::history::History;
 use super::keys::{self, Action, Mode};
+use super::stack_tree::StackTree;
+use super::stacks::{Selection, StackCounts, StackView};
 use super::view::{Cache, Query, Window, WindowView};
 
 /// How the UI is set up; the CLI fills it.
@@ -171,6 +173,8 @@ pub struct App {
     rows: Vec<usize>,
     rows_key: Option<(u64, Sort, String)>,
     pub thread: ThreadData,
+    /// The stack view, open over the main or thread view.
+    pub stacks: Option<StackView>,
 }
 
 impl App {
@@ -199,6 +203,7 @@ impl App {
             rows: Vec::new(),
             rows_key: None,
             thread: ThreadData::default(),
+            stacks: None,
         }
     }
 
@@ -232,6 +237,7 @@ impl App {
             Overlay::Help(_) => Mode::Help,
             Overlay::Picker(_) => Mode::Picker,
             Overlay::Prompt(_) => Mode::Prompt,
+            Overlay::None if self.stacks.is_some() => Mode::Stack,
             Overlay::None if self.pinned_tid().is_some() => Mode::Thread,
             Overlay::None => Mode::Main,
         }
@@ -278,6 +284,10 @@ impl App {
 
     /// Whether grouping is still catching up with the window (redraw soon).
     pub fn pending(&self) -> bool {
+        if let Some(sv) = &self.stacks {
+            // The main view is not refreshed under the stack view: only its work counts.
+            return sv.pending() || self.loading.is_some();
+        }
         self.cache.pending() || self.loading.is_some()
     }
 
@@ -294,6 +304,10 @@ impl App {
             self.toast = None;
         }
         let Some(win) = self.window() else { return };
+        if let Some(sv) = &mut self.stacks {
+            sv.refresh(&self.history, win, budget, self.page);
+            return;
+        }
         if let Some(tid) = self.pinned_tid() {
             self.refresh_thread(tid, win);
         } else {
@@ -496,6 +510,22 @@ impl App {
             Action::PickToggle | Action::PickEarlier | Action::PickLater => self.pick(action),
             Action::PickApply => self.pick_apply(),
             Action::PromptSubmit => self.prompt_submit(),
+            Action::Stacks => {
+                self.stacks = Some(StackView::new(self.selection()));
+            }
+            Action::Folded => self.write_folded(),
+            Action::Expand => {
+                if let Some(sv) = &mut self.stacks {
+                    sv.expand();
+                }
+            }
+            Action::Collapse | Action::StackBack => {
+                let back = self.stacks.as_mut().is_some_and(|sv| !sv.collapse());
+                if back && action == Action::StackBack {
+                    self.stacks = None;
+                }
+            }
+            Action::StackClose => self.stacks = None,
             Action::PromptErase => {
                 if let Overlay::Prompt(p) = &mut self.overlay {
                     p.text.pop();
@@ -519,6 +549,10 @@ impl App {
             *scroll = (*scroll as isize)
                 .saturating_add(delta)
                 .clamp(0, keys::BINDINGS.len() as isize) as usize;
+            return;
+        }
+        if let Some(sv) = &mut self.stacks {
+            sv.move_by(delta);
             return;
         }
         let len = self.row_count();
@@ -667,6 +701,62 @@ impl App {
                 self.say(format!("exported {}", names.join(", ")), false)
             }
             Err(e) => self.say(format!("export failed: {e:#}"), true),
+        }
+    }
+}
+
+impl App {
+    /// What `s` and `f` cover: the level's filters and, in the main view, the
+    /// highlighted row's group (all the filtered samples when there is no row).
+    pub fn selection(&self) -> Selection {
+        let group = if self.pinned_tid().is_some() {
+            None
+        } else {
+            self.rows
+                .get(self.level.selected)
+                .map(|&i| (self.level.query.dims.clone(), self.cache.view().agg.groups[i].key.clone()))
+        };
+        Selection {
+            filters: self.level.query.filters.clone(),
+            group,
+        }
+    }
+
+    /// `f`: the selection's stacks over the window as a folded file. Uses the
+    /// open stack view's tree when it is complete, so the file is what is shown.
+    fn write_folded(&mut self) {
+        let Some(win) = self.window() else {
+            self.say("nothing to export yet".into(), true);
+            return;
+        };
+        let tree = match &self.stacks {
+            Some(sv) if !sv.pending() => sv.tree.clone(),
+            _ => {
+                let total: usize = (win.lo..win.hi).map(|i| self.history.rows(i)).sum();
+                if total > export::MAX_EXPORT_SAMPLES {
+                    self.say(
+                        format!("window holds {total} samples; narrow it with - or filter first"),
+                        true,
+                    );
+                    return;
+                }
+                let sel = self.stacks.as_ref().map_or_else(|| self.selection(), |sv| sv.sel.clone());
+                let mut counts = StackCounts::default();
+                counts.refresh(&self.history, &sel, win, None);
+                counts.tree()
+            }
+        };
+        self.save_folded(&tree);
+    }
+
+    fn save_folded(&mut self, tree: &StackTree) {
+        if tree.total() == 0 {
+            self.say("no samples in the selection: nothing written".into(), true);
+            return;
+        }
+        match export::export_folded(&self.export_dir, &self.session, tree, None) {
+            Ok(p) => self.say(format!("wrote {} samples to {}", tree.total(), p.display()), false),
+            Err(e) => self.say(format!("folded export failed: {e:#}"), true),
         }
     }
 }

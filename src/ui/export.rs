@@ -12,6 +12,7 @@ use crate::output;
 use crate::value::format_local_time;
 
 use super::history::History;
+use super::stack_tree::StackTree;
 use super::view::{Query, Window};
 
 /// Extension of the samples file `write_recording` produces. Until the
@@ -61,7 +62,7 @@ fn safe(host: &str) -> String {
 }
 
 /// Exports window `win` of `h` under `query` into `dir` as
-/// `xtop-<host>-<YYYYmmdd-HHMMSS>.{txt,csv}`; returns the paths written.
+/// `xtop-<host>-<YYYYmmdd-HHMMSS>.{txt,xtop}`; returns the paths written.
 /// `now_ns` (default: the clock) names the files.
 pub fn export(
     dir: &Path,
@@ -82,35 +83,53 @@ pub fn export(
             s
         })
         .collect();
+    let [txt, rec] = free_names(dir, session, now_ns, ["txt", RECORDING_EXT]);
+    let mut text = Vec::new();
+    write_text(&mut text, session, h, win, query, &snaps)?;
+    write_atomic(&txt, &text)?;
+    write_recording(&rec, session, &snaps)?;
+    Ok(vec![txt, rec])
+}
+
+/// `xtop-<host>-<YYYYmmdd-HHMMSS>[-n].<ext>` for each of `exts`, none of which
+/// exists yet: two exports in the same second get distinct names rather than
+/// overwrite. `now_ns` (default: the clock) names the files.
+fn free_names<const N: usize>(
+    dir: &Path,
+    session: &Session,
+    now_ns: Option<u64>,
+    exts: [&str; N],
+) -> [PathBuf; N] {
     let now = now_ns.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
     });
     let base = format!("xtop-{}-{}", safe(&session.host), stamp(now));
-    // Two exports in the same second get distinct names rather than overwrite.
-    let (txt, rec) = (1..)
+    (1..)
         .map(|n| {
-            if n == 1 {
+            let b = if n == 1 {
                 base.clone()
             } else {
                 format!("{base}-{n}")
-            }
+            };
+            exts.map(|e| dir.join(format!("{b}.{e}")))
         })
-        .map(|b| {
-            (
-                dir.join(format!("{b}.txt")),
-                dir.join(format!("{b}.{RECORDING_EXT}")),
-            )
-        })
-        .find(|(t, r)| !t.exists() && !r.exists())
-        .expect("some suffix is free");
+        .find(|paths| paths.iter().all(|p| !p.exists()))
+        .expect("some suffix is free")
+}
 
-    let mut text = Vec::new();
-    write_text(&mut text, session, h, win, query, &snaps)?;
-    write_atomic(&txt, &text)?;
-    write_recording(&rec, session, &snaps)?;
-    Ok(vec![txt, rec])
+/// `f`: writes `tree` as folded stacks to `xtop-<host>-<time>.folded` in
+/// `dir`, atomically, mode 0600; returns the path.
+pub fn export_folded(
+    dir: &Path,
+    session: &Session,
+    tree: &StackTree,
+    now_ns: Option<u64>,
+) -> anyhow::Result<PathBuf> {
+    let [path] = free_names(dir, session, now_ns, ["folded"]);
+    write_atomic(&path, tree.folded().as_bytes())?;
+    Ok(path)
 }
 
 fn write_text(

@@ -23,6 +23,16 @@ pub fn lines(live: bool) -> Vec<Line<'static>> {
             ]));
         }
     }
+    let note = Style::new().fg(Color::DarkGray);
+    out.push(Line::raw(""));
+    for text in [
+        "Stacks (s, f): the selection is the highlighted row's group over the window (the thread's",
+        "samples in the thread view). Counts are samples; % is of the selection. [no stack]: samples",
+        "without any stack. [truncated]: the user stack walk stopped early, usually a binary built",
+        "without frame pointers (frames above the gap are missing, not wrong).",
+    ] {
+        out.push(Line::styled(text, note));
+    }
     if !live {
         out.push(Line::raw(""));
         out.push(Line::styled(

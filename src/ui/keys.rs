@@ -37,6 +37,12 @@ pub enum Action {
     PromptSubmit,
     PromptCancel,
     PromptErase,
+    Stacks,
+    Folded,
+    Expand,
+    Collapse,
+    StackBack,
+    StackClose,
 }
 
 /// What the keys act on; overlays take the keyboard from the view below.
@@ -47,6 +53,8 @@ pub enum Mode {
     Help,
     Picker,
     Prompt,
+    /// The call tree of the selection (`s`).
+    Stack,
 }
 
 impl Mode {
@@ -57,6 +65,7 @@ impl Mode {
             Mode::Help => 4,
             Mode::Picker => 8,
             Mode::Prompt => 16,
+            Mode::Stack => 32,
         }
     }
 }
@@ -66,7 +75,10 @@ const THREAD: u8 = 2;
 const HELP: u8 = 4;
 const PICKER: u8 = 8;
 const PROMPT: u8 = 16;
+const STACK: u8 = 32;
 const BROWSE: u8 = MAIN | THREAD;
+/// Keys that move the window or the cursor work in every view.
+const VIEWS: u8 = BROWSE | STACK;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Key {
@@ -129,12 +141,12 @@ const fn b(
 use Key::{Char, Code, Ctrl};
 
 pub static BINDINGS: &[Binding] = &[
-    b(&[Code(KeyCode::Up), Char('k')], "↑/k", Some("move"), "Move the selection up", Action::Up, BROWSE | PICKER | HELP, false),
-    b(&[Code(KeyCode::Down), Char('j')], "↓/j", None, "Move the selection down", Action::Down, BROWSE | PICKER | HELP, false),
-    b(&[Code(KeyCode::PageUp)], "PgUp", None, "Move up one page", Action::PageUp, BROWSE | PICKER | HELP, false),
-    b(&[Code(KeyCode::PageDown)], "PgDn", None, "Move down one page", Action::PageDown, BROWSE | PICKER | HELP, false),
-    b(&[Code(KeyCode::Home)], "Home", None, "Go to the first row", Action::Home, BROWSE | PICKER | HELP, false),
-    b(&[Code(KeyCode::End)], "End", None, "Go to the last row", Action::End, BROWSE | PICKER | HELP, false),
+    b(&[Code(KeyCode::Up), Char('k')], "↑/k", Some("move"), "Move the selection up", Action::Up, VIEWS | PICKER | HELP, false),
+    b(&[Code(KeyCode::Down), Char('j')], "↓/j", None, "Move the selection down", Action::Down, VIEWS | PICKER | HELP, false),
+    b(&[Code(KeyCode::PageUp)], "PgUp", None, "Move up one page", Action::PageUp, VIEWS | PICKER | HELP, false),
+    b(&[Code(KeyCode::PageDown)], "PgDn", None, "Move down one page", Action::PageDown, VIEWS | PICKER | HELP, false),
+    b(&[Code(KeyCode::Home)], "Home", None, "Go to the first row", Action::Home, VIEWS | PICKER | HELP, false),
+    b(&[Code(KeyCode::End)], "End", None, "Go to the last row", Action::End, VIEWS | PICKER | HELP, false),
     b(
         &[Code(KeyCode::Enter)],
         "Enter",
@@ -159,16 +171,63 @@ pub static BINDINGS: &[Binding] = &[
     b(&[Char('<')], "<", Some("sort"), "Sort by the column to the left", Action::SortLeft, MAIN, false),
     b(&[Char('>')], ">", None, "Sort by the column to the right", Action::SortRight, MAIN, false),
     b(&[Char('I')], "I", None, "Invert the sort order", Action::SortInvert, MAIN, false),
-    b(&[Char(' ')], "Space", Some("pause"), "Pause/resume the screen (sampling continues)", Action::Pause, BROWSE, true),
-    b(&[Char('[')], "[", Some("earlier"), "Move the window back in time", Action::Back, BROWSE, false),
-    b(&[Char(']')], "]", Some("later"), "Move the window forward in time", Action::Forward, BROWSE, false),
-    b(&[Char('+'), Char('=')], "+", Some("widen"), "Widen the window", Action::Widen, BROWSE, false),
-    b(&[Char('-')], "-", Some("narrow"), "Narrow the window", Action::Narrow, BROWSE, false),
-    b(&[Char('a')], "a", Some("all"), "Sample all threads / only active ones", Action::ToggleAll, BROWSE, true),
+    b(&[Char(' ')], "Space", Some("pause"), "Pause/resume the screen (sampling continues)", Action::Pause, VIEWS, true),
+    b(&[Char('[')], "[", Some("earlier"), "Move the window back in time", Action::Back, VIEWS, false),
+    b(&[Char(']')], "]", Some("later"), "Move the window forward in time", Action::Forward, VIEWS, false),
+    b(&[Char('+'), Char('=')], "+", Some("widen"), "Widen the window", Action::Widen, VIEWS, false),
+    b(&[Char('-')], "-", Some("narrow"), "Narrow the window", Action::Narrow, VIEWS, false),
+    b(&[Char('a')], "a", Some("all"), "Sample all threads / only active ones", Action::ToggleAll, VIEWS, true),
     b(&[Char('e')], "e", Some("export"), "Export the window (samples and table) to files", Action::Export, BROWSE, false),
-    b(&[Char('?'), Code(KeyCode::F(1))], "?/F1", Some("help"), "Show this help", Action::Help, BROWSE, false),
-    b(&[Char('q'), Code(KeyCode::F(10))], "q/F10", Some("quit"), "Quit", Action::Quit, BROWSE | HELP | PICKER, false),
-    b(&[Ctrl('c')], "Ctrl-C", None, "Quit, from anywhere", Action::Quit, BROWSE | HELP | PICKER | PROMPT, false),
+    b(&[Char('?'), Code(KeyCode::F(1))], "?/F1", Some("help"), "Show this help", Action::Help, VIEWS, false),
+    b(&[Char('q'), Code(KeyCode::F(10))], "q/F10", Some("quit"), "Quit", Action::Quit, VIEWS | HELP | PICKER, false),
+    b(&[Ctrl('c')], "Ctrl-C", None, "Quit, from anywhere", Action::Quit, VIEWS | HELP | PICKER | PROMPT, false),
+    b(
+        &[Char('s')],
+        "s",
+        Some("stacks"),
+        "Stack view: call tree (root → leaf, user then kernel [k] frames) of the selection: the \
+         highlighted row's group in the window, or the thread's samples in the thread view",
+        Action::Stacks,
+        BROWSE,
+        false,
+    ),
+    b(
+        &[Char('f')],
+        "f",
+        Some("folded"),
+        "Write the selection's stacks as folded lines (root;...;leaf count) to the export directory",
+        Action::Folded,
+        VIEWS,
+        false,
+    ),
+    b(
+        &[Code(KeyCode::Enter), Code(KeyCode::Right), Char('l')],
+        "Enter/→",
+        Some("open"),
+        "Open the frame (and the chain below it while it does not branch); on an open frame, step in",
+        Action::Expand,
+        STACK,
+        false,
+    ),
+    b(
+        &[Code(KeyCode::Left), Char('h')],
+        "←",
+        Some("close"),
+        "Close the frame, or go to its parent",
+        Action::Collapse,
+        STACK,
+        false,
+    ),
+    b(
+        &[Code(KeyCode::Backspace)],
+        "Bksp",
+        None,
+        "Like ←; on a closed outermost frame, back to the view the stacks were opened from",
+        Action::StackBack,
+        STACK,
+        false,
+    ),
+    b(&[Code(KeyCode::Esc)], "Esc", Some("back"), "Back to the view the stacks were opened from", Action::StackClose, STACK, false),
     b(
         &[Code(KeyCode::Esc), Code(KeyCode::Enter), Char('?'), Code(KeyCode::F(1))],
         "Esc/?",
@@ -215,6 +274,7 @@ pub fn help_sections(live: bool) -> Vec<(&'static str, Vec<&'static Binding>)> {
     for (title, mode) in [
         ("Main view", Mode::Main),
         ("Thread view", Mode::Thread),
+        ("Stack view (s)", Mode::Stack),
         ("Group-by picker (g)", Mode::Picker),
         ("Text prompts (/ and \\)", Mode::Prompt),
         ("Help", Mode::Help),
@@ -269,7 +329,7 @@ mod tests {
 
     #[test]
     fn no_key_is_bound_twice_in_a_mode() {
-        for mode in [Mode::Main, Mode::Thread, Mode::Help, Mode::Picker, Mode::Prompt] {
+        for mode in [Mode::Main, Mode::Thread, Mode::Help, Mode::Picker, Mode::Prompt, Mode::Stack] {
             let mut seen = Vec::new();
             for b in BINDINGS.iter().filter(|b| b.applies(mode, true)) {
                 for k in b.keys {

@@ -8,9 +8,11 @@ use ratatui::Frame;
 
 use super::app::App;
 use super::chart::{legend, AshChart};
-use super::render::{band_colors, chart_height, selected_style, visible_offset};
+use super::render::{band_colors, chart_height, ellipsize, selected_style, visible_offset};
 use super::view::SPARK_W;
 
+/// Widest group column but the last; longer values end in an ellipsis.
+const MAX_COL_W: usize = 40;
 const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
 /// A sparkline scaled to its own peak (its shape, not its size: the size is
@@ -93,17 +95,29 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         .enumerate()
         .map(|(i, d)| d.name.len() + arrow(i + 1).len().min(1))
         .collect();
+    let texts: Vec<(usize, usize, Vec<String>)> = shown
+        .map(|(n, &gi)| (n, gi, groups[gi].key.iter().map(ToString::to_string).collect()))
+        .collect();
+    for (_, _, t) in &texts {
+        for (w, s) in widths.iter_mut().zip(t) {
+            *w = (*w).max(s.chars().count());
+        }
+    }
+    // Long values (stacks) end in an ellipsis: the last column gets what the
+    // others leave, the others at most MAX_COL_W.
+    let last = widths.len().saturating_sub(1);
+    let used: usize = 8 + 5 + SPARK_W + 3 + widths[..last].iter().map(|&w| w.min(MAX_COL_W) + 1).sum::<usize>();
+    let last_w = (table_area.width as usize).saturating_sub(used);
     let mut body = Vec::new();
-    for (n, &gi) in shown {
+    for (n, gi, text) in texts {
         let g = &groups[gi];
         let mut cells = vec![
             Cell::from(Line::from(format!("{:.2}", g.avg_threads(&view.agg))).right_aligned()),
             Cell::from(Line::from(format!("{:.1}", g.percent(&view.agg))).right_aligned()),
             Cell::from(sparkline(&view.spark[gi])).style(Style::new().fg(Color::Cyan)),
         ];
-        for (i, (v, d)) in g.key.iter().zip(dims).enumerate() {
-            let s = v.to_string();
-            widths[i] = widths[i].max(s.chars().count());
+        for (i, (s, d)) in text.into_iter().zip(dims).enumerate() {
+            let s = ellipsize(&s, if i == last { last_w } else { MAX_COL_W });
             let line = if d.numeric {
                 Line::from(s).right_aligned()
             } else {
@@ -123,12 +137,11 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         Constraint::Length(5),
         Constraint::Length(SPARK_W as u16),
     ];
-    let last = widths.len().saturating_sub(1);
     constraints.extend(widths.iter().enumerate().map(|(i, &w)| {
         if i == last {
             Constraint::Fill(1)
         } else {
-            Constraint::Length(w.min(40) as u16)
+            Constraint::Length(w.min(MAX_COL_W) as u16)
         }
     }));
     let table = Table::new(body, constraints)

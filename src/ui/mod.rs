@@ -1,7 +1,8 @@
 //! The interactive terminal UI: live or replayed snapshots, an ASH chart and a
 //! drill-down table of top groups, a thread view, export.
 //!
-//! `app` holds the state and what keys do (no terminal, unit-tested);
+//! `app` holds the state and what keys do (no terminal, unit-tested), with
+//! `stacks` for the stack view's state and `stack_tree` for its call tree;
 //! `history` stores snapshots compactly; `view` caches aggregation; the
 //! `*_view`, `chart`, `help`, `picker` and `render` modules draw; `term`
 //! restores the terminal whatever happens; `export` writes files.
@@ -32,6 +33,9 @@ pub mod keys;
 pub mod main_view;
 pub mod picker;
 pub mod render;
+pub mod stack_tree;
+pub mod stack_view;
+pub mod stacks;
 pub mod syscall_args;
 pub mod term;
 pub mod thread_view;

@@ -12,7 +12,7 @@ use crate::value::{format_local_time, Value};
 
 use super::app::{App, Overlay, PromptKind};
 use super::keys;
-use super::{help, main_view, picker, thread_view};
+use super::{help, main_view, picker, stack_view, thread_view};
 
 pub const MIN_W: u16 = 40;
 pub const MIN_H: u16 = 10;
@@ -69,6 +69,8 @@ pub fn draw(f: &mut Frame, app: &App) {
             "waiting for the first snapshot…"
         };
         f.render_widget(Paragraph::new(msg), body);
+    } else if app.stacks.is_some() {
+        stack_view::draw(f, body, app);
     } else if app.pinned_tid().is_some() {
         thread_view::draw(f, body, app);
     } else {
@@ -153,7 +155,9 @@ fn draw_header(f: &mut Frame, area: Rect, app: &App) {
             .checked_sub(1)
             .filter(|&i| i >= win.lo)
             .map_or(0, |i| h.meta(i).dropped);
-        let samples = if app.pinned_tid().is_some() {
+        let samples = if let Some(sv) = &app.stacks {
+            sv.tree.total()
+        } else if app.pinned_tid().is_some() {
             app.thread.samples.len() as u64
         } else {
             app.view().agg.total_samples
@@ -178,7 +182,7 @@ fn draw_header(f: &mut Frame, area: Rect, app: &App) {
         }
     }
     let v = app.view();
-    if !v.complete() && app.pinned_tid().is_none() {
+    if !v.complete() && app.pinned_tid().is_none() && app.stacks.is_none() {
         let pct = 100 * v.scanned / v.snapshots.max(1);
         l2.push(Span::styled(
             format!(" · grouping {pct}%"),
@@ -234,6 +238,12 @@ fn draw_footer(f: &mut Frame, area: Rect, app: &App) {
 }
 
 fn breadcrumb(app: &App) -> Line<'static> {
+    if app.stacks.as_ref().is_some_and(|sv| sv.tree.truncated) {
+        return Line::styled(
+            format!("[truncated]: {}", stack_view::TRUNCATED_HINT),
+            Style::new().fg(Color::DarkGray),
+        );
+    }
     let filters: Vec<String> = app.level.query.filters.iter().map(ToString::to_string).collect();
     let mut spans = vec![Span::styled("filters: ", Style::new().fg(Color::DarkGray))];
     spans.push(Span::raw(if filters.is_empty() {
@@ -302,6 +312,18 @@ pub fn band_colors(bands: &[Value], other: bool) -> Vec<Color> {
         used.push(Color::DarkGray);
     }
     used
+}
+
+/// `s` cut to `max` characters, the cut marked with an ellipsis.
+pub fn ellipsize(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    if max > 0 {
+        out.push('…');
+    }
+    out
 }
 
 /// Scrolls so `selected` is inside `visible` rows starting near `offset`.

@@ -8,10 +8,14 @@ use ratatui::widgets::{Cell, Paragraph, Row, Table};
 use ratatui::Frame;
 
 use crate::dimensions;
-use crate::model::{State, Syscall};
+use crate::model::{Stack, State, Syscall, TRUNCATED};
 
 use super::app::App;
-use super::render::{selected_style, state_color, stretch, visible_offset, AXIS_W};
+use super::render::{ellipsize, selected_style, state_color, stretch, visible_offset, AXIS_W};
+use super::stack_view::TRUNCATED_HINT;
+
+/// Widest sample column; longer values end in an ellipsis.
+const MAX_COL_W: usize = 32;
 
 /// Columns of the samples table, by registry name.
 const SAMPLE_COLUMNS: &[&str] = &[
@@ -35,6 +39,33 @@ pub fn human_ns(ns: u64) -> String {
         n if n >= 1_000 => format!("{:.1}µs", n as f64 / 1e3),
         n => format!("{n}ns"),
     }
+}
+
+/// A stack on one line, leaf first (`←` points to callers); the kernel stack's
+/// wchan-like top frame in brackets, a truncated user stack's gap dimmed.
+fn stack_line(label: &'static str, stack: Option<&Stack>, kernel: bool) -> Line<'static> {
+    let dim = Style::new().fg(Color::DarkGray);
+    let mut spans = vec![Span::styled(label, dim)];
+    let Some(k) = stack.filter(|k| !k.frames.is_empty()) else {
+        spans.push(Span::raw("- (not captured)"));
+        return Line::from(spans);
+    };
+    for (i, fr) in k.frames.iter().enumerate() {
+        if i > 0 {
+            spans.push(Span::styled(" ← ", dim));
+        }
+        if !kernel && &**fr == TRUNCATED {
+            spans.push(Span::styled(
+                format!("{fr} ({TRUNCATED_HINT})"),
+                dim.add_modifier(Modifier::ITALIC),
+            ));
+        } else if kernel && i == k.top {
+            spans.push(Span::raw(format!("[{fr}]")));
+        } else {
+            spans.push(Span::raw(fr.to_string()));
+        }
+    }
+    Line::from(spans)
 }
 
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
@@ -130,25 +161,10 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         ),
         Span::raw(now),
     ]));
-    let stack = match &last.kstack {
-        Some(k) => {
-            let frames: Vec<String> = k
-                .frames
-                .iter()
-                .enumerate()
-                .map(|(i, fr)| {
-                    if i == k.top {
-                        format!("[{fr}]")
-                    } else {
-                        fr.to_string()
-                    }
-                })
-                .collect();
-            frames.join(" ← ")
-        }
-        None => "- (on CPU or not captured)".into(),
-    };
-    lines.push(Line::from(vec![Span::styled("kstack ", dim), Span::raw(stack)]));
+    // Stacks of the sample under the cursor (the newest until one is picked).
+    let picked = t.samples.get(app.level.selected).map_or(last, |(_, s)| s);
+    lines.push(stack_line("kstack ", picked.kstack.as_deref(), true));
+    lines.push(stack_line("ustack ", picked.ustack.as_deref(), false));
     lines.push(Line::from(Span::styled(
         format!(
             "all {} samples of this thread in the window (newest first); other filters apply to export",
@@ -185,7 +201,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         let meta = app.history.meta(i);
         let mut cells = vec![Cell::from(super::render::clock(*time))];
         for (c, d) in cols.iter().enumerate() {
-            let v = d.value(meta, s).to_string();
+            let v = ellipsize(&d.value(meta, s).to_string(), MAX_COL_W);
             widths[c] = widths[c].max(v.chars().count());
             let line = if d.numeric {
                 Line::from(v).right_aligned()
@@ -206,7 +222,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         });
     }
     let mut constraints = vec![Constraint::Length(8)];
-    constraints.extend(widths.iter().map(|&w| Constraint::Length(w.min(32) as u16)));
+    constraints.extend(widths.iter().map(|&w| Constraint::Length(w.min(MAX_COL_W) as u16)));
     let table = Table::new(rows, constraints)
         .header(Row::new(header).style(Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)))
         .column_spacing(1);
