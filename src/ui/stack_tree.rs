@@ -189,7 +189,7 @@ impl StackTree {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::model::{combined_frames, folded};
 

@@ -341,6 +341,7 @@ mod tests {
                 vec![
                     sample(1, 1, "db", State::Disk, Some(17)),
                     sample(2, 1, "db", State::Run, None),
+                    sample(3, 1, "db", State::Disk, Some(17)),
                 ],
             ));
         }
@@ -356,14 +357,14 @@ mod tests {
         });
         v.refresh(&h, win(&h), None, 10);
         // Fixture: DISK threads have a kernel stack, RUN ones none.
-        assert_eq!(v.tree.total(), 8);
+        assert_eq!(v.tree.total(), 12);
         assert_eq!(current_name(&v), "vfs_read");
         v.expand();
         v.move_by(2);
         assert_eq!(current_name(&v), "schedule");
         h.push(snapshot(4, vec![sample(1, 1, "db", State::Disk, Some(17))]));
         v.refresh(&h, win(&h), None, 10);
-        assert_eq!(v.tree.total(), 9);
+        assert_eq!(v.tree.total(), 13);
         assert_eq!(current_name(&v), "schedule", "cursor kept on its node");
         assert_eq!(v.rows.len(), 5);
         let no_stack = v.rows[4];
