@@ -712,9 +712,12 @@ impl App {
         let group = if self.pinned_tid().is_some() {
             None
         } else {
-            self.rows
-                .get(self.level.selected)
-                .map(|&i| (self.level.query.dims.clone(), self.cache.view().agg.groups[i].key.clone()))
+            self.rows.get(self.level.selected).map(|&i| {
+                (
+                    self.level.query.dims.clone(),
+                    self.cache.view().agg.groups[i].key.clone(),
+                )
+            })
         };
         Selection {
             filters: self.level.query.filters.clone(),
@@ -740,7 +743,10 @@ impl App {
                     );
                     return;
                 }
-                let sel = self.stacks.as_ref().map_or_else(|| self.selection(), |sv| sv.sel.clone());
+                let sel = self
+                    .stacks
+                    .as_ref()
+                    .map_or_else(|| self.selection(), |sv| sv.sel.clone());
                 let mut counts = StackCounts::default();
                 counts.refresh(&self.history, &sel, win, None);
                 counts.tree()
@@ -755,7 +761,10 @@ impl App {
             return;
         }
         match export::export_folded(&self.export_dir, &self.session, tree, None) {
-            Ok(p) => self.say(format!("wrote {} samples to {}", tree.total(), p.display()), false),
+            Ok(p) => self.say(
+                format!("wrote {} samples to {}", tree.total(), p.display()),
+                false,
+            ),
             Err(e) => self.say(format!("folded export failed: {e:#}"), true),
         }
     }

@@ -165,6 +165,43 @@ pub static BINDINGS: &[Binding] = &[
         BROWSE,
         false,
     ),
+    b(
+        &[Code(KeyCode::Enter), Code(KeyCode::Right), Char('l')],
+        "Enter/→",
+        Some("open"),
+        "Open the frame (and the chain below it while it does not branch); on an open frame, step in",
+        Action::Expand,
+        STACK,
+        false,
+    ),
+    b(
+        &[Code(KeyCode::Left), Char('h')],
+        "←",
+        Some("close"),
+        "Close the frame, or go to its parent",
+        Action::Collapse,
+        STACK,
+        false,
+    ),
+    b(
+        &[Code(KeyCode::Backspace)],
+        "Bksp",
+        None,
+        "Like ←; on a closed outermost frame, back to the view the stacks were opened from",
+        Action::StackBack,
+        STACK,
+        false,
+    ),
+    b(&[Code(KeyCode::Esc)], "Esc", Some("back"), "Back to the view the stacks were opened from", Action::StackClose, STACK, false),
+    b(
+        &[Char('f')],
+        "f",
+        Some("folded"),
+        "Write the stacks shown as folded lines (root;...;leaf count) to the export directory",
+        Action::Folded,
+        STACK,
+        false,
+    ),
     b(&[Char('g')], "g", Some("group"), "Pick the group-by dimensions", Action::GroupBy, MAIN, false),
     b(&[Char('/')], "/", Some("search"), "Show only rows containing a text (empty clears)", Action::Search, MAIN, false),
     b(&[Char('\\')], "\\", Some("filter"), "Filter samples: DIM=VALUE, DIM!=VALUE or DIM~TEXT", Action::Filter, BROWSE, false),
@@ -197,37 +234,9 @@ pub static BINDINGS: &[Binding] = &[
         Some("folded"),
         "Write the selection's stacks as folded lines (root;...;leaf count) to the export directory",
         Action::Folded,
-        VIEWS,
+        BROWSE,
         false,
     ),
-    b(
-        &[Code(KeyCode::Enter), Code(KeyCode::Right), Char('l')],
-        "Enter/→",
-        Some("open"),
-        "Open the frame (and the chain below it while it does not branch); on an open frame, step in",
-        Action::Expand,
-        STACK,
-        false,
-    ),
-    b(
-        &[Code(KeyCode::Left), Char('h')],
-        "←",
-        Some("close"),
-        "Close the frame, or go to its parent",
-        Action::Collapse,
-        STACK,
-        false,
-    ),
-    b(
-        &[Code(KeyCode::Backspace)],
-        "Bksp",
-        None,
-        "Like ←; on a closed outermost frame, back to the view the stacks were opened from",
-        Action::StackBack,
-        STACK,
-        false,
-    ),
-    b(&[Code(KeyCode::Esc)], "Esc", Some("back"), "Back to the view the stacks were opened from", Action::StackClose, STACK, false),
     b(
         &[Code(KeyCode::Esc), Code(KeyCode::Enter), Char('?'), Code(KeyCode::F(1))],
         "Esc/?",
@@ -329,7 +338,14 @@ mod tests {
 
     #[test]
     fn no_key_is_bound_twice_in_a_mode() {
-        for mode in [Mode::Main, Mode::Thread, Mode::Help, Mode::Picker, Mode::Prompt, Mode::Stack] {
+        for mode in [
+            Mode::Main,
+            Mode::Thread,
+            Mode::Help,
+            Mode::Picker,
+            Mode::Prompt,
+            Mode::Stack,
+        ] {
             let mut seen = Vec::new();
             for b in BINDINGS.iter().filter(|b| b.applies(mode, true)) {
                 for k in b.keys {

@@ -106,7 +106,14 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     // Long values (stacks) end in an ellipsis: the last column gets what the
     // others leave, the others at most MAX_COL_W.
     let last = widths.len().saturating_sub(1);
-    let used: usize = 8 + 5 + SPARK_W + 3 + widths[..last].iter().map(|&w| w.min(MAX_COL_W) + 1).sum::<usize>();
+    let used: usize = 8
+        + 5
+        + SPARK_W
+        + 3
+        + widths[..last]
+            .iter()
+            .map(|&w| w.min(MAX_COL_W) + 1)
+            .sum::<usize>();
     let last_w = (table_area.width as usize).saturating_sub(used);
     let mut body = Vec::new();
     for (n, gi, text) in texts {

@@ -42,6 +42,8 @@ pub mod thread_view;
 pub mod view;
 
 #[cfg(test)]
+mod stack_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::VecDeque;

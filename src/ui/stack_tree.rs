@@ -70,7 +70,9 @@ fn path_hash(parent: u64, name: &str, kernel: bool) -> u64 {
 
 impl StackTree {
     /// Builds the tree from (kernel stack, user stack, samples) triples.
-    pub fn build<'a>(pairs: impl IntoIterator<Item = (Option<&'a Stack>, Option<&'a Stack>, u64)>) -> StackTree {
+    pub fn build<'a>(
+        pairs: impl IntoIterator<Item = (Option<&'a Stack>, Option<&'a Stack>, u64)>,
+    ) -> StackTree {
         let mut nodes = vec![Node {
             name: "all".into(),
             kernel: false,
@@ -87,8 +89,12 @@ impl StackTree {
                 continue;
             }
             nodes[0].count += n;
-            let user = u.into_iter().flat_map(|s| s.frames.iter().rev().map(|f| (f, false)));
-            let kernel = k.into_iter().flat_map(|s| s.frames.iter().rev().map(|f| (f, true)));
+            let user = u
+                .into_iter()
+                .flat_map(|s| s.frames.iter().rev().map(|f| (f, false)));
+            let kernel = k
+                .into_iter()
+                .flat_map(|s| s.frames.iter().rev().map(|f| (f, true)));
             let mut frames: Vec<(&Arc<str>, bool)> = user.chain(kernel).collect();
             if frames.is_empty() {
                 frames.push((&no_stack, false));
@@ -230,7 +236,10 @@ pub(crate) mod tests {
         let t = fixture();
         assert_eq!(t.total(), 15);
         let top = &t.nodes[0].children;
-        assert_eq!(names(&t, top), ["main:7", "[no stack]:4", "[truncated]:3", "do_read[k]:1"]);
+        assert_eq!(
+            names(&t, top),
+            ["main:7", "[no stack]:4", "[truncated]:3", "do_read[k]:1"]
+        );
         assert!((t.percent(top[0]) - 700.0 / 15.0).abs() < 1e-9);
         // Percentages of the outermost frames add up to the selection.
         let sum: f64 = top.iter().map(|&i| t.percent(i)).sum();
@@ -280,7 +289,10 @@ pub(crate) mod tests {
             total += n.parse::<u64>().unwrap();
         }
         assert_eq!(total, t.total());
-        assert!(text.contains("main;work;read;do_read_[k];schedule_[k];__schedule_[k] 5\n"), "{text}");
+        assert!(
+            text.contains("main;work;read;do_read_[k];schedule_[k];__schedule_[k] 5\n"),
+            "{text}"
+        );
         assert!(text.contains("[no stack] 4\n"), "{text}");
         assert!(text.contains("[truncated];flush;write;do_write_[k];schedule_[k];__schedule_[k] 3\n"));
         let mut s = crate::model::fixture::sample(1, 1, "x", crate::model::State::Disk, None);

@@ -12,7 +12,7 @@ use super::render::{ellipsize, selected_style, visible_offset};
 use super::stacks::StackView;
 
 /// Count and percent columns, with their spacing.
-const NUM_W: usize = 15;
+const NUM_W: usize = 16;
 /// Name width kept visible however deep the frame: indentation stops growing first.
 const MIN_NAME_W: usize = 16;
 pub const TRUNCATED_HINT: &str = "unwind stopped: binary without frame pointers?";

@@ -207,11 +207,22 @@ impl StackView {
         }
     }
 
+    /// Shows `tree` as if counted (tests: history does not keep user stacks yet).
+    #[cfg(test)]
+    pub(crate) fn set_tree(&mut self, tree: StackTree) {
+        self.tree = tree;
+        self.relayout();
+    }
+
     /// Recomputes the visible rows and puts the cursor back on its node.
     fn relayout(&mut self) {
         self.rows = self.tree.visible(&self.expanded);
         if let Some(p) = self.cursor {
-            if let Some(i) = self.rows.iter().position(|&r| self.tree.nodes[r as usize].path == p) {
+            if let Some(i) = self
+                .rows
+                .iter()
+                .position(|&r| self.tree.nodes[r as usize].path == p)
+            {
                 self.selected = i;
             }
         }
@@ -295,8 +306,9 @@ mod tests {
             filters: vec![],
             group: None,
         });
-        v.tree = StackTree::build(samples.iter().map(|(k, u, n)| (k.as_deref(), u.as_deref(), *n)));
-        v.relayout();
+        v.set_tree(StackTree::build(
+            samples.iter().map(|(k, u, n)| (k.as_deref(), u.as_deref(), *n)),
+        ));
         v
     }
 
@@ -309,7 +321,11 @@ mod tests {
         let k = stack(1, &["__schedule", "do_read"]);
         let k2 = stack(2, &["__schedule", "do_write"]);
         let u = stack(3, &["read", "work", "main"]);
-        let mut v = view_of(&[(Some(k), Some(u.clone()), 5), (Some(k2), Some(u), 3), (None, None, 1)]);
+        let mut v = view_of(&[
+            (Some(k), Some(u.clone()), 5),
+            (Some(k2), Some(u), 3),
+            (None, None, 1),
+        ]);
         assert_eq!(v.rows.len(), 2, "main and [no stack]");
         v.expand();
         // main → work → read opens in one go; read branches into two kernel roots.

@@ -50,6 +50,11 @@ pub(crate) fn app(n: u64, live: bool) -> App {
 pub(crate) fn screen(app: &mut App, w: u16, h: u16) -> String {
     let (cols, page) = render::geometry(w, h);
     app.prepare(cols, page, None);
+    drawn(app, w, h)
+}
+
+/// The screen as drawn from the app's state as it is (no `prepare`).
+pub(crate) fn drawn(app: &App, w: u16, h: u16) -> String {
     let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
     t.draw(|f| render::draw(f, app)).unwrap();
     let buf = t.backend().buffer();
@@ -72,7 +77,7 @@ pub(crate) fn typed(app: &mut App, text: &str) {
     }
 }
 
-fn prepared(n: u64, live: bool) -> App {
+pub(crate) fn prepared(n: u64, live: bool) -> App {
     let mut a = app(n, live);
     screen(&mut a, 80, 24);
     a
@@ -80,7 +85,7 @@ fn prepared(n: u64, live: bool) -> App {
 
 /// Compares a rendered screen with the expected one (leading newline of the
 /// literal ignored), showing both on mismatch.
-fn assert_screen(got: &str, want: &str) {
+pub(crate) fn assert_screen(got: &str, want: &str) {
     let want = want.strip_prefix('\n').unwrap_or(want);
     assert!(
         got == want,

@@ -222,7 +222,11 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         });
     }
     let mut constraints = vec![Constraint::Length(8)];
-    constraints.extend(widths.iter().map(|&w| Constraint::Length(w.min(MAX_COL_W) as u16)));
+    constraints.extend(
+        widths
+            .iter()
+            .map(|&w| Constraint::Length(w.min(MAX_COL_W) as u16)),
+    );
     let table = Table::new(rows, constraints)
         .header(Row::new(header).style(Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)))
         .column_spacing(1);
