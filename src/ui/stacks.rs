@@ -301,7 +301,9 @@ mod tests {
 
     /// Samples with user stacks: history does not keep `ustack` yet, so these
     /// go straight into the counts (see `StackView::refresh` for the history path).
-    fn view_of(samples: &[(Option<Arc<Stack>>, Option<Arc<Stack>>, u64)]) -> StackView {
+    type Counted = (Option<Arc<Stack>>, Option<Arc<Stack>>, u64);
+
+    fn view_of(samples: &[Counted]) -> StackView {
         let mut v = StackView::new(Selection {
             filters: vec![],
             group: None,
