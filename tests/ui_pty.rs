@@ -546,6 +546,32 @@ fn replay_drill_back_export_quit() {
     assert_eq!(back.session.host, "ptyhost");
     assert_eq!(back.snapshots.len(), 30, "the whole recording was in the window");
 
+    // s opens the highlighted row's call tree; Enter opens the chain; f writes it folded.
+    tui.send(b"s");
+    tui.wait_for("the stack view", |s| {
+        s.contains("stacks of state=DISK syscall=pread64 comm=postgres · 60 samples")
+            && row_with(s, &["60", "100.0", "vfs_read", "[k]"])
+    });
+    tui.send(b"\r");
+    tui.wait_for("the opened chain", |s| row_with(s, &["60", "__schedule", "[k]"]));
+    tui.send(b"f");
+    let screen = tui.wait_for("the folded toast", |s| s.contains(" wrote 60 samples to "));
+    let folded: Vec<PathBuf> = std::fs::read_dir(&exports)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "folded"))
+        .collect();
+    assert_eq!(folded.len(), 1, "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(&folded[0]).unwrap(),
+        "vfs_read_[k];pipe_read_[k];schedule_[k];__schedule_[k] 60\n"
+    );
+    // Backspace closes the frame, then goes back to the table.
+    tui.send(b"\x7f\x7f");
+    tui.wait_for("the table after the stack view", |s| {
+        row_with(s, &["avg_thr", "state", "syscall", "comm"]) && !s.contains("stacks of")
+    });
+
     tui.quit_and_check_restored();
     drop(tui);
     std::fs::remove_dir_all(&dir).unwrap();

@@ -334,6 +334,35 @@ mod tests {
             None,
             "no sampler in replay"
         );
+        assert_eq!(
+            action_for(&key(KeyCode::Char('s')), Mode::Thread, true),
+            Some(Action::Stacks)
+        );
+        assert_eq!(
+            action_for(&key(KeyCode::Enter), Mode::Stack, true),
+            Some(Action::Expand)
+        );
+        assert_eq!(
+            action_for(&key(KeyCode::Right), Mode::Stack, true),
+            Some(Action::Expand)
+        );
+        assert_eq!(
+            action_for(&key(KeyCode::Left), Mode::Stack, true),
+            Some(Action::Collapse)
+        );
+        assert_eq!(
+            action_for(&key(KeyCode::Backspace), Mode::Stack, true),
+            Some(Action::StackBack)
+        );
+        assert_eq!(
+            action_for(&key(KeyCode::Esc), Mode::Stack, true),
+            Some(Action::StackClose)
+        );
+        assert_eq!(
+            action_for(&key(KeyCode::Char('f')), Mode::Stack, true),
+            Some(Action::Folded)
+        );
+        assert_eq!(action_for(&key(KeyCode::Char('g')), Mode::Stack, true), None);
     }
 
     #[test]
@@ -361,6 +390,16 @@ mod tests {
         let f = footer(Mode::Main, false);
         assert!(f.contains(&("Enter", "drill")));
         assert!(!f.iter().any(|(_, w)| *w == "pause"), "pause is live-only");
+        let f = footer(Mode::Stack, true);
+        assert_eq!(
+            f[..4],
+            [
+                ("↑/k", "move"),
+                ("Enter/→", "open"),
+                ("←", "close"),
+                ("Esc", "back")
+            ]
+        );
         let help = help_sections(true);
         let listed: usize = help.iter().map(|(_, l)| l.len()).sum();
         assert_eq!(listed, BINDINGS.len(), "help lists every binding once");

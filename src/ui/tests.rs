@@ -628,6 +628,10 @@ fn every_screen_renders_at_every_size_without_panicking() {
     );
     screens.push(p);
     screens.push(app(0, true));
+    let mut st = prepared(30, true);
+    key(&mut st, KeyCode::Char('s'));
+    key(&mut st, KeyCode::Enter);
+    screens.push(st);
     for a in &mut screens {
         for w in (1..=130).step_by(9) {
             for h in (1..=45).step_by(5) {
