@@ -67,6 +67,16 @@ fn s_opens_the_selected_group_and_esc_returns() {
         Mode::Main,
         "Backspace on a closed outermost frame goes back"
     );
+    // From the thread view the selection is the thread, and Esc returns there.
+    key(&mut a, KeyCode::Char('\\'));
+    super::tests::typed(&mut a, "tid=101");
+    key(&mut a, KeyCode::Enter);
+    screen(&mut a, 80, 24);
+    key(&mut a, KeyCode::Char('s'));
+    let out = screen(&mut a, 80, 24);
+    assert!(out.contains("stacks of tid=101 · 6 samples"), "{out}");
+    key(&mut a, KeyCode::Esc);
+    assert_eq!(a.mode(), Mode::Thread);
 }
 
 #[test]
@@ -232,6 +242,16 @@ fn f_writes_folded_stacks_of_the_selection() {
         t.text
     );
     assert_eq!(m.mode(), Mode::Stack);
+    // An empty selection writes nothing and says so.
+    let mut e = prepared(6, true);
+    e.export_dir = std::env::temp_dir();
+    key(&mut e, KeyCode::Char('\\'));
+    super::tests::typed(&mut e, "comm=nobody");
+    key(&mut e, KeyCode::Enter);
+    screen(&mut e, 80, 24);
+    key(&mut e, KeyCode::Char('f'));
+    let t = e.toast.clone().unwrap();
+    assert!(t.error && t.text.contains("nothing written"), "{}", t.text);
 }
 
 #[test]
