@@ -2,6 +2,8 @@
 //! filters (`-w`, `\`), text tables, CSV and JSON all take their columns from here.
 //! Names that exist in xcapture v3's CSV keep its spelling (upper-cased in CSV).
 
+mod stack;
+
 use std::sync::Arc;
 
 use crate::model::{Snapshot, Syscall, ThreadSample};
@@ -209,6 +211,46 @@ pub static DIMENSIONS: &[Dimension] = &[
         false,
         "Identity of the kernel stack (joins xcapture_kstacks files).",
         |_, s| s.kstack.as_ref().map_or(Value::Missing, |k| Value::Hex(k.hash)),
+    ),
+    dim(
+        "ustack_top",
+        false,
+        "Innermost user-space function (the leaf of the user stack): where the program's own code \
+         was when it entered the kernel, or is running now.",
+        |_, s| match &s.ustack {
+            Some(u) => u.top_frame().map_or(Value::Missing, |f| Value::Text(f.clone())),
+            None => Value::Missing,
+        },
+    ),
+    dim(
+        "ustack",
+        false,
+        "User stack, outermost first, ';'-joined. A '[truncated]' first frame means the walk \
+         stopped early, usually because a binary or library lacks frame pointers.",
+        |_, s| match &s.ustack {
+            Some(u) => Value::Text(crate::model::folded(&u.frames).into()),
+            None => Value::Missing,
+        },
+    ),
+    dim(
+        "ustack_hash",
+        false,
+        "Identity of the user stack, the same across processes and runs of the same binaries \
+         (joins xcapture_ustacks files).",
+        |_, s| s.ustack.as_ref().map_or(Value::Missing, |u| Value::Hex(u.hash)),
+    ),
+    dim(
+        "stack",
+        false,
+        "User stack then kernel stack, outermost first, ';'-joined; kernel frames end in '_[k]' \
+         (the flame graph convention). A half that was not captured is left out.",
+        |_, s| stack::combined(s).map_or(Value::Missing, |t| Value::Text(t.into())),
+    ),
+    dim(
+        "stack_hash",
+        false,
+        "Identity of the combined user + kernel stack.",
+        |_, s| stack::combined_hash(s).map_or(Value::Missing, Value::Hex),
     ),
     dim("cpu", true, "CPU the thread is on, or last ran on.", |_, s| {
         Value::Int(s.cpu.into())
