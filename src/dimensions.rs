@@ -2,7 +2,7 @@
 //! filters (`-w`, `\`), text tables, CSV and JSON all take their columns from here.
 //! Names that exist in xcapture v3's CSV keep its spelling (upper-cased in CSV).
 
-mod stack;
+pub mod stack;
 
 use std::sync::Arc;
 
