@@ -191,7 +191,8 @@ pub static DIMENSIONS: &[Dimension] = &[
     dim(
         "kstack_top",
         false,
-        "Innermost kernel function below the scheduler (like wchan): what an off-CPU thread waits in.",
+        "Innermost kernel function below the scheduler (like wchan): what an off-CPU thread waits in; \
+         for a running thread, where the on-CPU profiler last caught it in the kernel.",
         |_, s| match &s.kstack {
             Some(k) => k.top_frame().map_or(Value::Missing, |f| Value::Text(f.clone())),
             None => Value::Missing,
@@ -200,7 +201,8 @@ pub static DIMENSIONS: &[Dimension] = &[
     dim(
         "kstack",
         false,
-        "Kernel stack of an off-CPU thread, outermost first, ';'-joined.",
+        "Kernel stack, outermost first, ';'-joined: where an off-CPU thread waits, or where a \
+         running thread was last caught in the kernel.",
         |_, s| match &s.kstack {
             Some(k) => Value::Text(crate::model::folded(&k.frames).into()),
             None => Value::Missing,
@@ -357,6 +359,23 @@ mod tests {
         }
         for i in 1..=6 {
             assert!(find(&format!("SYSC_ARG{i}")).is_some());
+        }
+    }
+
+    #[test]
+    fn user_stack_dimensions_read_the_fixture() {
+        use crate::model::fixture::{sample, snapshot};
+        use crate::model::State;
+        let snap = snapshot(0, vec![]);
+        let v = |name: &str, s: &ThreadSample| find(name).unwrap().value(&snap, s).to_string();
+        let off = sample(1, 1, "db", State::Disk, Some(0));
+        assert_eq!(v("ustack_top", &off), "__libc_read");
+        assert_eq!(v("ustack", &off), "main;read_block;__libc_read");
+        assert_eq!(v("ustack_hash", &off), "0xbeef");
+        assert!(v("stack", &off).starts_with("main;read_block;__libc_read;vfs_read_[k];"));
+        let run = sample(2, 1, "db", State::Run, None);
+        for d in ["ustack_top", "ustack", "ustack_hash", "stack", "stack_hash"] {
+            assert_eq!(v(d, &run), "-", "{d}: no stacks in the fixture's running thread");
         }
     }
 
