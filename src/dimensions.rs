@@ -2,6 +2,8 @@
 //! filters (`-w`, `\`), text tables, CSV and JSON all take their columns from here.
 //! Names that exist in xcapture v3's CSV keep its spelling (upper-cased in CSV).
 
+pub mod stack;
+
 use std::sync::Arc;
 
 use crate::model::{Snapshot, Syscall, ThreadSample};
@@ -189,7 +191,8 @@ pub static DIMENSIONS: &[Dimension] = &[
     dim(
         "kstack_top",
         false,
-        "Innermost kernel function below the scheduler (like wchan): what an off-CPU thread waits in.",
+        "Innermost kernel function below the scheduler (like wchan): what an off-CPU thread waits in; \
+         for a running thread, where the on-CPU profiler last caught it in the kernel.",
         |_, s| match &s.kstack {
             Some(k) => k.top_frame().map_or(Value::Missing, |f| Value::Text(f.clone())),
             None => Value::Missing,
@@ -198,7 +201,8 @@ pub static DIMENSIONS: &[Dimension] = &[
     dim(
         "kstack",
         false,
-        "Kernel stack of an off-CPU thread, outermost first, ';'-joined.",
+        "Kernel stack, outermost first, ';'-joined: where an off-CPU thread waits, or where a \
+         running thread was last caught in the kernel.",
         |_, s| match &s.kstack {
             Some(k) => Value::Text(crate::model::folded(&k.frames).into()),
             None => Value::Missing,
@@ -209,6 +213,46 @@ pub static DIMENSIONS: &[Dimension] = &[
         false,
         "Identity of the kernel stack (joins xcapture_kstacks files).",
         |_, s| s.kstack.as_ref().map_or(Value::Missing, |k| Value::Hex(k.hash)),
+    ),
+    dim(
+        "ustack_top",
+        false,
+        "Innermost user-space function (the leaf of the user stack): where the program's own code \
+         was when it entered the kernel, or is running now.",
+        |_, s| match &s.ustack {
+            Some(u) => u.top_frame().map_or(Value::Missing, |f| Value::Text(f.clone())),
+            None => Value::Missing,
+        },
+    ),
+    dim(
+        "ustack",
+        false,
+        "User stack, outermost first, ';'-joined. A '[truncated]' first frame means the walk \
+         stopped early, usually because a binary or library lacks frame pointers.",
+        |_, s| match &s.ustack {
+            Some(u) => Value::Text(crate::model::folded(&u.frames).into()),
+            None => Value::Missing,
+        },
+    ),
+    dim(
+        "ustack_hash",
+        false,
+        "Identity of the user stack, the same across processes and runs of the same binaries \
+         (joins xcapture_ustacks files).",
+        |_, s| s.ustack.as_ref().map_or(Value::Missing, |u| Value::Hex(u.hash)),
+    ),
+    dim(
+        "stack",
+        false,
+        "User stack then kernel stack, outermost first, ';'-joined; kernel frames end in '_[k]' \
+         (the flame graph convention). A half that was not captured is left out.",
+        |_, s| stack::combined(s).map_or(Value::Missing, |t| Value::Text(t.into())),
+    ),
+    dim(
+        "stack_hash",
+        false,
+        "Identity of the combined user + kernel stack.",
+        |_, s| stack::combined_hash(s).map_or(Value::Missing, Value::Hex),
     ),
     dim("cpu", true, "CPU the thread is on, or last ran on.", |_, s| {
         Value::Int(s.cpu.into())
@@ -315,6 +359,23 @@ mod tests {
         }
         for i in 1..=6 {
             assert!(find(&format!("SYSC_ARG{i}")).is_some());
+        }
+    }
+
+    #[test]
+    fn user_stack_dimensions_read_the_fixture() {
+        use crate::model::fixture::{sample, snapshot};
+        use crate::model::State;
+        let snap = snapshot(0, vec![]);
+        let v = |name: &str, s: &ThreadSample| find(name).unwrap().value(&snap, s).to_string();
+        let off = sample(1, 1, "db", State::Disk, Some(0));
+        assert_eq!(v("ustack_top", &off), "__libc_read");
+        assert_eq!(v("ustack", &off), "main;read_block;__libc_read");
+        assert_eq!(v("ustack_hash", &off), "0xbeef");
+        assert!(v("stack", &off).starts_with("main;read_block;__libc_read;vfs_read_[k];"));
+        let run = sample(2, 1, "db", State::Run, None);
+        for d in ["ustack_top", "ustack", "ustack_hash", "stack", "stack_hash"] {
+            assert_eq!(v(d, &run), "-", "{d}: no stacks in the fixture's running thread");
         }
     }
 

@@ -109,7 +109,7 @@ fn record_then_report_and_export_the_live_workload() {
     assert!(text.contains("'xt_runq'"), "workload threads exported");
 
     // Folded stacks parse back: every line is `frames count`, counts add up to
-    // the samples that have a kernel stack.
+    // the samples that have a kernel or a user stack.
     let folded = xtop(&["export", file.to_str().unwrap(), "--format", "folded", "-o", "-"]);
     let total: u64 = folded
         .lines()
@@ -125,7 +125,7 @@ fn record_then_report_and_export_the_live_workload() {
         .snapshots
         .iter()
         .flat_map(|s| &s.samples)
-        .filter(|s| s.kstack.is_some())
+        .filter(|s| s.kstack.is_some() || s.ustack.is_some())
         .count();
     assert_eq!(total, with_stack as u64);
 }

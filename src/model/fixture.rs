@@ -53,7 +53,13 @@ pub fn sample(tid: u32, tgid: u32, comm: &str, state: State, nr: Option<u32>) ->
                 top: 2,
             })
         }),
-        ustack: None,
+        ustack: off_cpu.then(|| {
+            Arc::new(Stack {
+                hash: 0xbeef,
+                frames: vec!["__libc_read".into(), "read_block".into(), "main".into()],
+                top: 0,
+            })
+        }),
     }
 }
 

@@ -1,5 +1,6 @@
 //! Command-level tests: report vs direct aggregation, exports, the record loop.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -197,7 +198,12 @@ fn xcapture_export_layout() {
         ("", "1500000", "42", "")
     );
     assert_eq!(&disk[16..19], ["0x3", "0x7ffd0000", "0x1000"]);
-    assert_eq!(&disk[22..28], ["", "", "", "", "0xfeed", ""]);
+    assert_eq!(&disk[22..28], ["", "", "", "", "0xfeed", "0xbeef"]);
+    assert_eq!(
+        &rows[0][26..28],
+        ["", ""],
+        "the fixture's running thread has no stacks"
+    );
     assert!(
         rows[0][10].is_empty() && rows[0][16].is_empty(),
         "user-space thread has no syscall"
@@ -206,7 +212,13 @@ fn xcapture_export_layout() {
         read("kstacks", &h0),
         "KSTACK_HASH,KSTACK_SYMS\n0xfeed,'vfs_read;pipe_read;schedule;__schedule'\n"
     );
-    assert_eq!(read("ustacks", &h1), "USTACK_HASH,USTACK_SYMS\n");
+    // Each hour's dictionary names the stacks its samples use.
+    for h in [&h0, &h1] {
+        assert_eq!(
+            read("ustacks", h),
+            "USTACK_HASH,USTACK_SYMS\n0xbeef,'main;read_block;__libc_read'\n"
+        );
+    }
     assert_eq!(
         read("cgroups", &h1),
         "CGROUP_ID,CGROUP_PATH\n1234,'/user.slice'\n"
@@ -251,20 +263,87 @@ fn csv_json_and_folded_exports() {
     assert!(json
         .lines()
         .all(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["comm"] == "java"));
+    // Folded lines parse back (`stack count`, split at the last space) to
+    // exactly the per-stack counts of the `stack` dimension.
     let folded = run("folded", &[]);
-    let with_stack: usize = snaps
+    let mut got: BTreeMap<String, u64> = BTreeMap::new();
+    for l in folded.lines() {
+        let (stack, n) = l.rsplit_once(' ').unwrap();
+        assert!(
+            got.insert(stack.to_string(), n.parse().unwrap()).is_none(),
+            "{stack} twice"
+        );
+    }
+    let agg = aggregate(&snaps, &parse_list("stack").unwrap(), &[]);
+    let want: BTreeMap<String, u64> = agg
+        .groups
         .iter()
-        .map(|s| s.samples.iter().filter(|t| t.kstack.is_some()).count())
-        .sum();
-    let total: usize = folded
-        .lines()
-        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<usize>().unwrap())
-        .sum();
-    assert_eq!(total, with_stack);
+        .filter(|g| g.key[0].is_known())
+        .map(|g| (g.key[0].plain(), g.samples))
+        .collect();
+    assert_eq!(got, want);
+    let with_stack = snaps
+        .iter()
+        .flat_map(|s| &s.samples)
+        .filter(|t| t.kstack.is_some() || t.ustack.is_some())
+        .count();
+    assert_eq!(got.values().sum::<u64>(), with_stack as u64);
     assert!(
-        folded.contains("vfs_read;pipe_read;schedule;__schedule "),
+        got.contains_key(
+            "main;read_block;__libc_read;vfs_read_[k];pipe_read_[k];schedule_[k];__schedule_[k]"
+        ),
         "{folded}"
     );
+    assert_eq!(
+        got.get("vfs_read_[k];pipe_read_[k];schedule_[k];__schedule_[k]"),
+        Some(&1)
+    );
+    assert_eq!(got.get("[truncated];spin"), Some(&1), "user-only stack: {folded}");
+}
+
+#[test]
+fn report_groups_by_user_stack() {
+    let d = TempDir::new("ureport");
+    let snaps: Vec<_> = (0..10).map(busy_snapshot).collect();
+    let p = recorded(&d, &snaps);
+    let rec = read_files(std::slice::from_ref(&p)).unwrap();
+    let TestCli {
+        cmd: RecordingCommand::Report(r),
+    } = TestCli::try_parse_from([
+        "xtop",
+        "report",
+        p.to_str().unwrap(),
+        "-g",
+        "ustack_top,ustack_hash",
+    ])
+    .unwrap()
+    else {
+        panic!("not a report");
+    };
+    let mut out = Vec::new();
+    report::write_report(&mut out, &rec, &r.sel, &r.group_by, Format::Table).unwrap();
+    let out = String::from_utf8(out).unwrap();
+    let total: usize = snaps.iter().map(|s| s.samples.len()).sum();
+    let off_cpu = snaps
+        .iter()
+        .flat_map(|s| &s.samples)
+        .filter(|t| t.state != crate::model::State::Run)
+        .count();
+    let rows: Vec<Vec<&str>> = table_lines(&out)
+        .iter()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let (n, run) = (off_cpu.to_string(), (total - off_cpu).to_string());
+    assert_eq!(rows[0][3..], ["__libc_read", "0xbeef"], "{out}");
+    assert_eq!(rows[0][0], n, "{out}");
+    assert_eq!(
+        rows[1][3..],
+        ["-", "-"],
+        "running threads have no user stack here: {out}"
+    );
+    assert_eq!(rows[1][0], run, "{out}");
+    assert_eq!(rows.len(), 2, "{out}");
 }
 
 #[test]

@@ -10,7 +10,8 @@ use anyhow::{Context, Result};
 use super::cmd::{time_window, ExportArgs, ExportFormat, Selection};
 use super::report::{filtered, quiet_broken_pipe, warn_all};
 use super::{xcapture, Merged};
-use crate::model::{folded, Snapshot};
+use crate::dimensions::stack;
+use crate::model::Snapshot;
 use crate::output;
 
 pub fn run_export(args: ExportArgs) -> Result<()> {
@@ -59,13 +60,15 @@ fn to_file(path: &Path, body: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> 
     w.commit()
 }
 
-/// `root;...;leaf count` per distinct kernel stack, sorted for stable output.
+/// `root;...;leaf count` per distinct combined stack (the `stack` dimension:
+/// user frames, then kernel frames marked `_[k]`), sorted for stable output.
+/// Samples with neither stack are left out: there is nothing to draw.
 pub fn write_folded(w: &mut dyn Write, snaps: impl IntoIterator<Item = Snapshot>) -> io::Result<()> {
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for snap in snaps {
         for s in &snap.samples {
-            if let Some(k) = &s.kstack {
-                *counts.entry(folded(&k.frames)).or_default() += 1;
+            if let Some(line) = stack::combined(s) {
+                *counts.entry(line).or_default() += 1;
             }
         }
     }

@@ -18,7 +18,8 @@ use super::varint::{In, Out};
 
 /// PNG-style: a non-ASCII byte and CR/LF catch text-mode mangling early.
 pub const MAGIC: [u8; 8] = *b"\x89XTOP\r\n\x1a";
-pub const VERSION: u16 = 1;
+/// 2: samples carry user stacks (codec `M_USTACK`).
+pub const VERSION: u16 = 2;
 /// Oldest format this build still reads.
 pub const MIN_VERSION: u16 = 1;
 pub const HEADER_LEN: usize = MAGIC.len() + 2;

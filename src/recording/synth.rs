@@ -94,10 +94,41 @@ fn stacks() -> Vec<Arc<Stack>> {
     ]
 }
 
+/// User stacks, leaf first: a waiter, two CPU-bound paths (one through a
+/// library without frame pointers) and a reader.
+fn ustacks() -> Vec<Arc<Stack>> {
+    let s = |hash, f: &[&str]| {
+        Arc::new(Stack {
+            hash,
+            frames: f.iter().map(|&x| x.into()).collect(),
+            top: 0,
+        })
+    };
+    vec![
+        s(
+            0x9a01,
+            &[
+                "__futex_abstimed_wait",
+                "pthread_cond_wait",
+                "WaitLatch",
+                "PostgresMain",
+                "main",
+            ],
+        ),
+        s(
+            0x9a02,
+            &["hash_search", "ExecAgg", "ExecutorRun", "PostgresMain", "main"],
+        ),
+        s(0x9a03, &["inflate_fast", crate::model::TRUNCATED]),
+        s(0x9a04, &["__libc_pread64", "read_block", "scan_file", "main"]),
+    ]
+}
+
 /// `threads` threads over `snapshots` passes at `interval`, from `seed`.
 pub fn workload(threads: u32, snapshots: u64, interval: Duration, seed: u64) -> Vec<Snapshot> {
     let mut rng = Rng::new(seed);
     let stacks = stacks();
+    let ustacks = ustacks();
     let step = interval.as_nanos() as u64;
     let procs: Vec<Arc<Process>> = (0..(threads / 10).max(1))
         .map(|p| {
@@ -144,7 +175,7 @@ pub fn workload(threads: u32, snapshots: u64, interval: Duration, seed: u64) -> 
                 runq_wait_ns: None,
                 waker_tid: Some(1),
                 kstack: blocked.then(|| stacks[1].clone()),
-                ustack: None,
+                ustack: Some(ustacks[if blocked { 0 } else { 1 }].clone()),
             };
             (i % 10, t)
         })
@@ -187,6 +218,8 @@ pub fn workload(threads: u32, snapshots: u64, interval: Duration, seed: u64) -> 
                         s.since_offcpu_ns = Some(rng.below(8_000_000));
                         s.runq_wait_ns = (s.state == State::Runq).then(|| rng.below(3_000_000));
                         s.voluntary = Some(false);
+                        // The profiler catches a different path now and then.
+                        s.ustack = Some(ustacks[1 + (n + i as u64) as usize % 4 / 3].clone());
                         if rng.below(8) == 0 {
                             s.cpu = rng.below(16) as u32;
                         }
@@ -211,6 +244,7 @@ pub fn workload(threads: u32, snapshots: u64, interval: Duration, seed: u64) -> 
                         };
                         s.kstack =
                             (s.state == State::Disk).then(|| stacks[rng.below(2) as usize * 3].clone());
+                        s.ustack = Some(ustacks[3].clone());
                         s.since_offcpu_ns = Some(rng.below(2_000_000));
                         s.since_oncpu_ns = Some(rng.below(1_000_000));
                         s.voluntary = Some(true);

@@ -55,6 +55,13 @@ pub(crate) fn varied() -> Vec<Snapshot> {
         frames: vec!["a".into(), "".into()],
         top: 9,
     }));
+    snaps[6].samples[0].ustack = snaps[6].samples[0].kstack.clone(); // one table entry for both
+    snaps[14].samples[1].ustack = None; // kernel half only
+    snaps[15].samples[0].ustack = Some(Arc::new(Stack {
+        hash: 0xbeef, // same hash as the fixture's ustack, other frames
+        frames: vec!["spin".into(), crate::model::TRUNCATED.into()],
+        top: 0,
+    }));
     snaps[7].arch = Arch::Aarch64;
     snaps[7].interval = Duration::from_millis(250);
     snaps[8].dropped = 3;
@@ -95,19 +102,18 @@ fn write_file_round_trips_fixture_snapshots() {
     assert!(fs::read_dir(&d.0).unwrap().count() == 1, "temp file left behind");
 }
 
-/// A version-1 file from the first release of the format: every later xtop
-/// must still read it. Regenerate (only while VERSION is 1, e.g. after fixture
-/// changes) with `XTOP_REGEN_GOLDEN=1 cargo test golden`.
-#[test]
-fn reads_the_version_1_golden_file() {
-    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/recording/testdata/v1.xtop");
-    if std::env::var_os("XTOP_REGEN_GOLDEN").is_some() {
+/// The golden file of format `version`, regenerated from `varied()` with
+/// `XTOP_REGEN_GOLDEN=1 cargo test golden` while `version` is the current one.
+fn golden(version: u16) -> Recording {
+    let golden =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("src/recording/testdata/v{version}.xtop"));
+    if version == VERSION && std::env::var_os("XTOP_REGEN_GOLDEN").is_some() {
         write_file(&golden, &session(), &varied()).unwrap();
     }
     assert_eq!(
         fs::read(&golden).unwrap()[8..10],
-        [1, 0],
-        "golden file must stay version 1"
+        version.to_le_bytes(),
+        "golden file must stay version {version}"
     );
     let r = read_one(&golden);
     assert!(
@@ -116,7 +122,47 @@ fn reads_the_version_1_golden_file() {
         r.warnings
     );
     assert_eq!(r.session.host, "synth");
+    r
+}
+
+/// A version-1 file from the first release of the format, before user stacks:
+/// every later xtop must still read it.
+#[test]
+fn reads_the_version_1_golden_file() {
+    let mut want = varied();
+    for s in want.iter_mut().flat_map(|n| n.samples.iter_mut()) {
+        s.ustack = None;
+    }
+    assert_eq!(golden(1).snapshots, want);
+}
+
+/// Version 2 added user stacks.
+#[test]
+fn reads_the_version_2_golden_file() {
+    let r = golden(2);
+    assert!(r
+        .snapshots
+        .iter()
+        .any(|n| n.samples.iter().any(|s| s.ustack.is_some())));
     assert_eq!(r.snapshots, varied());
+}
+
+/// Appending to an older file writes the current codec, so the header must
+/// say so; what was there before still reads.
+#[test]
+fn appending_to_a_version_1_file_upgrades_its_header() {
+    let d = TempDir::new("upgrade");
+    let p = d.join("old.xtop");
+    let v1 = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/recording/testdata/v1.xtop");
+    fs::copy(&v1, &p).unwrap();
+    let before = read_one(&p).snapshots;
+    let more: Vec<Snapshot> = (30..33).map(busy_snapshot).collect();
+    let mut w = Writer::append(&p, &session()).unwrap();
+    more.iter().for_each(|s| w.write_snapshot(s).unwrap());
+    w.finish().unwrap();
+    assert_eq!(fs::read(&p).unwrap()[8..10], VERSION.to_le_bytes());
+    let r = read_one(&p);
+    assert_eq!(r.snapshots, [before, more].concat());
 }
 
 #[test]
@@ -338,4 +384,28 @@ fn random_corruption_never_panics_or_invents_data() {
         "too slow: {:?}",
         started.elapsed()
     );
+}
+
+/// A sample field from a newer format must not be misread as the next field.
+#[test]
+fn decoder_refuses_unknown_sample_fields() {
+    let payload = |mask: u64| {
+        let mut o = varint::Out::default();
+        [0, 0, 0, 1, 0, 0, 0, 0, 0, 1].iter().for_each(|&v| o.uv(v)); // no defs, 1 snapshot, 1 sample
+        o.iv(7); // tid
+        o.uv(mask);
+        o.buf.extend_from_slice(&[0; 12]);
+        o.buf
+    };
+    let mut out = Vec::new();
+    let err = codec::Decoder::default()
+        .decode(&payload(1 << 14), &mut out)
+        .unwrap_err();
+    assert!(err.to_string().contains("unknown"), "{err}");
+    // The same bytes with a known bit get past the mask (and fail later, on
+    // the undefined thread), so the refusal above is the mask check's.
+    let err = codec::Decoder::default()
+        .decode(&payload(1 << 13), &mut out)
+        .unwrap_err();
+    assert!(err.to_string().contains("thread 7 used before"), "{err}");
 }

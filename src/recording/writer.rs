@@ -74,8 +74,15 @@ impl Writer {
         let good = if len == 0 {
             0
         } else {
-            let (mut r, _) = FrameReader::open(&file)
+            let (mut r, version) = FrameReader::open(&file)
                 .with_context(|| format!("refusing to append to {}", path.display()))?;
+            if version < frame::VERSION {
+                // New frames use the current codec: say so, so older xtops refuse
+                // the file instead of misreading it. Older frames still decode.
+                use std::os::unix::fs::FileExt;
+                file.write_all_at(&frame::file_header()[8..], 8)
+                    .with_context(|| format!("cannot upgrade the header of {}", path.display()))?;
+            }
             let mut good = r.position();
             while r.next_frame().is_some() {
                 good = r.position();

@@ -53,7 +53,7 @@ const SAMPLE_COLUMNS: &[(&str, Src)] = &[
     ("CONN_STATE", Src::Empty),
     ("EXTRA_INFO", Src::Empty),
     ("KSTACK_HASH", Src::Dim("kstack_hash", false)),
-    ("USTACK_HASH", Src::Empty),
+    ("USTACK_HASH", Src::Dim("ustack_hash", false)),
 ];
 
 pub fn samples_header() -> String {
@@ -82,6 +82,8 @@ struct Columns {
     samples: Vec<(Option<&'static Dimension>, Src)>,
     kstack_hash: &'static Dimension,
     kstack: &'static Dimension,
+    ustack_hash: &'static Dimension,
+    ustack: &'static Dimension,
     cgroup_id: &'static Dimension,
     cgroup: &'static Dimension,
 }
@@ -105,6 +107,8 @@ impl Columns {
             samples,
             kstack_hash: dim("kstack_hash")?,
             kstack: dim("kstack")?,
+            ustack_hash: dim("ustack_hash")?,
+            ustack: dim("ustack")?,
             cgroup_id: dim("cgroup_id")?,
             cgroup: dim("cgroup")?,
         })
@@ -134,6 +138,7 @@ struct Hour {
     ustacks: BufWriter<File>,
     cgroups: BufWriter<File>,
     seen_kstacks: HashSet<u64>,
+    seen_ustacks: HashSet<u64>,
     seen_cgroups: HashSet<u64>,
 }
 
@@ -168,6 +173,7 @@ impl Hour {
             ustacks: file("xcapture_ustacks", "USTACK_HASH,USTACK_SYMS")?,
             cgroups: file("xcapture_cgroups", "CGROUP_ID,CGROUP_PATH")?,
             seen_kstacks: HashSet::new(),
+            seen_ustacks: HashSet::new(),
             seen_cgroups: HashSet::new(),
         })
     }
@@ -201,11 +207,27 @@ pub fn export(dir: &Path, snaps: impl IntoIterator<Item = Snapshot>) -> Result<(
         for s in &snap.samples {
             cols.sample_row(&snap, s, &mut line);
             writeln!(h.samples, "{line}").with_context(ctx)?;
-            if let Some(k) = &s.kstack {
-                if h.seen_kstacks.insert(k.hash) {
-                    let syms = quoted(&cols.kstack.value(&snap, s));
-                    writeln!(h.kstacks, "{},{syms}", cols.kstack_hash.value(&snap, s).plain())
-                        .with_context(ctx)?;
+            // Dictionary rows: each stack once per hour, as xcapture writes them.
+            let stacks = [
+                (
+                    &s.kstack,
+                    &mut h.seen_kstacks,
+                    &mut h.kstacks,
+                    cols.kstack_hash,
+                    cols.kstack,
+                ),
+                (
+                    &s.ustack,
+                    &mut h.seen_ustacks,
+                    &mut h.ustacks,
+                    cols.ustack_hash,
+                    cols.ustack,
+                ),
+            ];
+            for (st, seen, file, hash, syms) in stacks {
+                if st.as_ref().is_some_and(|st| seen.insert(st.hash)) {
+                    let syms = quoted(&syms.value(&snap, s));
+                    writeln!(file, "{},{syms}", hash.value(&snap, s).plain()).with_context(ctx)?;
                 }
             }
             if h.seen_cgroups.insert(s.cgroup_id) {

@@ -72,6 +72,7 @@ struct Episode {
     nr: u32,
     waker: u32,
     kstack: u32,
+    ustack: u32,
     syscall: u8,
     /// 0 unknown, 1 preempted, 2 voluntary.
     voluntary: u8,
@@ -320,8 +321,10 @@ impl History {
             for r in old.rows.iter() {
                 self.threads.release(r.thread);
                 if let Some(e) = self.episodes.release(r.episode) {
-                    if e.kstack != NONE_U32 {
-                        self.stacks.release(e.kstack);
+                    for id in [e.kstack, e.ustack] {
+                        if id != NONE_U32 {
+                            self.stacks.release(id);
+                        }
                     }
                 }
             }
@@ -360,6 +363,10 @@ impl History {
         let known = stack_key
             .as_ref()
             .map_or(Some(NONE_U32), |k| self.stacks.ids.get(k).copied());
+        let ustack_key = s.ustack.as_ref().map(|u| StackKey(u.clone()));
+        let uknown = ustack_key
+            .as_ref()
+            .map_or(Some(NONE_U32), |u| self.stacks.ids.get(u).copied());
         let mut e = Episode {
             args,
             seq,
@@ -370,6 +377,7 @@ impl History {
             nr,
             waker: s.waker_tid.unwrap_or(NONE_U32),
             kstack: known.unwrap_or(NONE_U32),
+            ustack: uknown.unwrap_or(NONE_U32),
             syscall,
             voluntary: s.voluntary.map_or(0, |v| 1 + v as u8),
         };
@@ -377,9 +385,10 @@ impl History {
             self.last_episode.resize(thread as usize + 1, NONE_U32);
         }
         let prev = self.last_episode[thread as usize];
-        let shared = known.and_then(|_| self.episodes.share(&e, prev));
+        let shared = known.and(uknown).and_then(|_| self.episodes.share(&e, prev));
         let episode = shared.unwrap_or_else(|| {
             e.kstack = stack_key.map_or(NONE_U32, |k| self.stacks.acquire(k));
+            e.ustack = ustack_key.map_or(NONE_U32, |u| self.stacks.acquire(u));
             self.episodes.insert(e)
         });
         self.last_episode[thread as usize] = episode;
@@ -442,7 +451,7 @@ impl History {
             runq_wait_ns: since(time, e.queued_at),
             waker_tid: (e.waker != NONE_U32).then_some(e.waker),
             kstack: (e.kstack != NONE_U32).then(|| self.stacks.get(e.kstack).0.clone()),
-            ustack: None,
+            ustack: (e.ustack != NONE_U32).then(|| self.stacks.get(e.ustack).0.clone()),
         }
     }
 
@@ -499,7 +508,7 @@ mod tests {
     #[test]
     fn rows_are_16_bytes() {
         assert_eq!(std::mem::size_of::<Row>(), 16);
-        assert_eq!(std::mem::size_of::<(Episode, u32)>(), 112);
+        assert_eq!(std::mem::size_of::<(Episode, u32)>(), 120);
     }
 
     #[test]
@@ -531,15 +540,32 @@ mod tests {
         assert_eq!(h.meta(0).time_ns, busy_snapshot(90).time_ns);
         let (threads, _, stacks) = h.interned();
         assert_eq!(threads, 6);
-        assert_eq!(stacks, 1);
+        assert_eq!(stacks, 2, "the fixture's one kernel and one user stack");
         let mut one = History::new(Some(Duration::from_secs(1)));
         for i in 0..50 {
             one.push(snapshot(i, vec![sample(i as u32, 1, "x", State::Disk, Some(0))]));
         }
         // Every snapshot has a new thread; only the last one's entries remain.
         assert_eq!(one.len(), 1);
-        assert_eq!(one.interned(), (1, 1, 1), "evicted entries are freed");
+        assert_eq!(one.interned(), (1, 1, 2), "evicted entries are freed");
         assert_eq!(one.samples(), 1);
+    }
+
+    #[test]
+    fn a_changed_user_stack_alone_is_kept() {
+        let mut h = History::new(None);
+        let a = sample(7, 7, "db", State::Disk, Some(17));
+        let mut b = a.clone();
+        b.ustack = Some(Arc::new(Stack {
+            hash: 0xbeef,
+            frames: vec!["other".into()],
+            top: 0,
+        }));
+        h.push(snapshot(0, vec![a.clone()]));
+        h.push(snapshot(1, vec![b.clone()]));
+        assert_eq!(h.sample(0, 0), a);
+        assert_eq!(h.sample(1, 0), b);
+        assert_eq!(h.interned().2, 3);
     }
 
     #[test]
@@ -559,7 +585,7 @@ mod tests {
         }
         // Thread 7 kept one episode; thread 8's fixture times do not move with
         // the clock, so each of its samples is a new episode.
-        assert_eq!(h.interned(), (2, 1 + 10, 1));
+        assert_eq!(h.interned(), (2, 1 + 10, 2));
         let last = h.sample(9, 0);
         assert!(matches!(
             last.syscall,
@@ -571,6 +597,6 @@ mod tests {
         while h.len() > 1 {
             h.evict_oldest();
         }
-        assert_eq!(h.interned(), (2, 2, 1));
+        assert_eq!(h.interned(), (2, 2, 2));
     }
 }

@@ -130,6 +130,9 @@ impl Decoder {
 
     fn sample(&mut self, i: &mut In, time_ns: u64, tid: u32) -> Result<ThreadSample> {
         let mask = i.uv()?;
+        if mask >= M_USTACK << 1 {
+            bail!("sample fields {mask:#x} unknown to this format version");
+        }
         let (mut s, p) = match self.threads.get(&tid) {
             Some(t) => (t.sample.clone(), t.prev.clone()),
             None if mask & M_STATIC != 0 => (self.blank(tid), Prev::default()),
@@ -209,15 +212,9 @@ impl Decoder {
             p.waker
         };
         let ks = if mask & M_KSTACK != 0 { i.uv()? } else { p.kstack };
-        s.kstack = match ks {
-            0 => None,
-            k => Some(
-                self.stacks
-                    .get(k as usize - 1)
-                    .cloned()
-                    .ok_or_else(|| anyhow!("stack id {k} not defined"))?,
-            ),
-        };
+        s.kstack = self.stack_ref(ks)?;
+        let us = if mask & M_USTACK != 0 { i.uv()? } else { p.ustack };
+        s.ustack = self.stack_ref(us)?;
         s.syscall = match ident {
             Syscall::In { nr, args, .. } => Syscall::In {
                 nr,
@@ -238,6 +235,7 @@ impl Decoder {
             voluntary: s.voluntary,
             waker: s.waker_tid,
             kstack: ks,
+            ustack: us,
         };
         self.threads.insert(
             tid,
@@ -247,6 +245,19 @@ impl Decoder {
             },
         );
         Ok(s)
+    }
+
+    /// A stack field: 0 for none, else stack id + 1.
+    fn stack_ref(&self, v: u64) -> Result<Option<Arc<Stack>>> {
+        match v {
+            0 => Ok(None),
+            k => self
+                .stacks
+                .get(k as usize - 1)
+                .cloned()
+                .map(Some)
+                .ok_or_else(|| anyhow!("stack id {k} not defined")),
+        }
     }
 
     fn blank(&self, tid: u32) -> ThreadSample {

@@ -253,6 +253,11 @@ impl Encoder {
             mask |= M_KSTACK;
             fields.uv(ks);
         }
+        let us = s.ustack.as_ref().map_or(0, |u| u64::from(self.stack(u)) + 1);
+        if us != p.ustack {
+            mask |= M_USTACK;
+            fields.uv(us);
+        }
         o.uv(mask);
         o.buf.extend_from_slice(&fields.buf);
         let prev = Prev {
@@ -265,6 +270,7 @@ impl Encoder {
             voluntary: s.voluntary,
             waker: s.waker_tid,
             kstack: ks,
+            ustack: us,
         };
         self.threads.insert(
             s.tid,

@@ -1,4 +1,4 @@
-//! Snapshot encoding (format version 1). Strings, processes and stacks are
+//! Snapshot encoding (format version 2; version 1 lacked user stacks). Strings, processes and stacks are
 //! defined once per key interval and then referred to by id; each thread's
 //! static fields (tgid, user, comm, cgroup, ...) are stored when they change,
 //! and its dynamic fields as a bit mask of what differs from a prediction made
@@ -44,6 +44,8 @@ const M_SCNS: u64 = 1 << 9;
 const M_VOLUNTARY: u64 = 1 << 10;
 const M_WAKER: u64 = 1 << 11;
 const M_KSTACK: u64 = 1 << 12;
+/// Since version 2: version-1 writers never set it, so one decoder reads both.
+const M_USTACK: u64 = 1 << 13;
 /// The four "time since X" fields advance with the clock while nothing happens.
 const M_TIMES: [u64; 4] = [M_OFFCPU, M_ONCPU, M_RUNQ, M_SCNS];
 
@@ -59,6 +61,7 @@ struct Prev {
     voluntary: Option<bool>,
     waker: Option<u32>,
     kstack: u64, // 0: none, else stack id + 1
+    ustack: u64, // same table and encoding as kstack
 }
 
 impl Default for Prev {
@@ -73,6 +76,7 @@ impl Default for Prev {
             voluntary: None,
             waker: None,
             kstack: 0,
+            ustack: 0,
         }
     }
 }
