@@ -169,20 +169,3 @@ pub fn folded(frames: &[Arc<str>]) -> String {
     }
     out
 }
-
-/// Suffix marking kernel frames in a combined stack (the flame graph convention).
-pub const KERNEL_SUFFIX: &str = "_[k]";
-
-/// The sample's combined stack, leaf first like `Stack::frames`: kernel frames
-/// (suffixed `_[k]`) then user frames, so `folded` gives user root → leaf, then
-/// kernel root → leaf. Empty when the sample has no stack.
-pub fn combined_frames(s: &ThreadSample) -> Vec<Arc<str>> {
-    let mut out: Vec<Arc<str>> = Vec::new();
-    if let Some(k) = &s.kstack {
-        out.extend(k.frames.iter().map(|f| Arc::from(format!("{f}{KERNEL_SUFFIX}"))));
-    }
-    if let Some(u) = &s.ustack {
-        out.extend(u.frames.iter().cloned());
-    }
-    out
-}

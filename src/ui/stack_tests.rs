@@ -1,9 +1,8 @@
 //! Stack view, `f` and the thread view's stacks on the TestBackend.
 //!
-//! History does not keep user stacks yet (another branch adds them), so the
-//! screens with user frames put them in after the history scan; the key and
-//! file tests go through history with the fixture's kernel stacks and hold
-//! unchanged once user stacks are kept (the fixture has none).
+//! Key and file tests go through history with the fixture's stacks (off-CPU
+//! samples have a user and a kernel stack, running ones none); screens that
+//! need truncated or long frames put them in after the history scan.
 
 use std::sync::Arc;
 
@@ -82,7 +81,7 @@ fn s_opens_the_selected_group_and_esc_returns() {
 #[test]
 fn stack_view_keys_walk_the_tree() {
     let mut a = prepared(6, true);
-    key(&mut a, KeyCode::Char('s')); // DISK/pread64/postgres: one kernel stack
+    key(&mut a, KeyCode::Char('s')); // DISK/pread64/postgres: one stack pair
     screen(&mut a, 80, 24);
     let sv = a.stacks.as_ref().unwrap();
     assert_eq!(sv.tree.total(), 6);
@@ -90,7 +89,7 @@ fn stack_view_keys_walk_the_tree() {
     key(&mut a, KeyCode::Enter);
     assert_eq!(
         a.stacks.as_ref().unwrap().rows.len(),
-        4,
+        7,
         "the chain opens at once"
     );
     key(&mut a, KeyCode::End);
@@ -213,7 +212,7 @@ fn f_writes_folded_stacks_of_the_selection() {
     assert_eq!(
         read_folded(&path),
         [(
-            "vfs_read_[k];pipe_read_[k];schedule_[k];__schedule_[k]".to_string(),
+            "main;read_block;__libc_read;vfs_read_[k];pipe_read_[k];schedule_[k];__schedule_[k]".to_string(),
             6
         )]
     );
@@ -261,10 +260,13 @@ fn thread_view_shows_both_stacks_of_the_selected_sample() {
     super::tests::typed(&mut a, "tid=101");
     key(&mut a, KeyCode::Enter);
     screen(&mut a, 100, 20);
-    // History keeps no user stack yet: give the second newest sample one.
+    // A truncated user stack on the second newest sample.
     a.thread.samples[1].1.ustack = Some(stack(9, &["pread64", "FileRead", "mdread", TRUNCATED]));
     let before = screen(&mut a, 100, 20);
-    assert!(before.contains("ustack - (not captured)"), "{before}");
+    assert!(
+        before.contains("ustack __libc_read ← read_block ← main\n"),
+        "{before}"
+    );
     key(&mut a, KeyCode::Down);
     assert_screen(
         &screen(&mut a, 100, 14),
@@ -302,8 +304,8 @@ fn stack_screens_render_at_every_size_without_panicking() {
     super::tests::typed(&mut empty, "comm=nobody");
     key(&mut empty, KeyCode::Enter);
     key(&mut empty, KeyCode::Char('s'));
-    // The thread view rescans history (which drops user stacks) when the
-    // width changes: put the user stack back after each prepare.
+    // The thread view rescans history when the width changes: put the
+    // truncated user stack back after each prepare.
     for w in 1..=130 {
         for h in (1..=45).step_by(4) {
             screen(&mut t, w, h);

@@ -8,7 +8,8 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use crate::model::{Stack, KERNEL_SUFFIX, TRUNCATED};
+use crate::dimensions::stack::KERNEL_SUFFIX;
+use crate::model::{Stack, TRUNCATED};
 
 /// Node for samples without any stack, so percentages add up to the selection.
 pub const NO_STACK: &str = "[no stack]";
@@ -168,7 +169,7 @@ impl StackTree {
     }
 
     /// The tree as folded stacks, `root;...;leaf count` per distinct stack,
-    /// kernel frames suffixed `_[k]` (as `model::combined_frames`), samples
+    /// kernel frames suffixed `_[k]` (as the `stack` dimension), samples
     /// without a stack as `[no stack]`. Counts sum to `total()`.
     pub fn folded(&self) -> String {
         let mut out = String::new();
@@ -197,7 +198,7 @@ impl StackTree {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::model::{combined_frames, folded};
+    use crate::dimensions::stack::combined;
 
     pub(crate) fn stack(hash: u64, frames: &[&str]) -> Arc<Stack> {
         Arc::new(Stack {
@@ -279,7 +280,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn folded_lines_parse_back_to_the_counts_and_match_combined_frames() {
+    fn folded_lines_parse_back_to_the_counts_and_match_the_stack_dimension() {
         let t = fixture();
         let text = t.folded();
         let mut total = 0;
@@ -298,8 +299,11 @@ pub(crate) mod tests {
         let mut s = crate::model::fixture::sample(1, 1, "x", crate::model::State::Disk, None);
         s.kstack = Some(stack(1, &["__schedule", "schedule", "do_read"]));
         s.ustack = Some(stack(3, &["read", "work", "main"]));
-        let line = format!("{} 5\n", folded(&combined_frames(&s)));
-        assert!(text.contains(&line), "combined_frames and the tree agree: {line}");
+        let line = format!("{} 5\n", combined(&s).unwrap());
+        assert!(
+            text.contains(&line),
+            "the stack dimension and the tree agree: {line}"
+        );
     }
 
     #[test]

@@ -207,7 +207,7 @@ impl StackView {
         }
     }
 
-    /// Shows `tree` as if counted (tests: history does not keep user stacks yet).
+    /// Shows `tree` as if counted (tests with hand-made stacks).
     #[cfg(test)]
     pub(crate) fn set_tree(&mut self, tree: StackTree) {
         self.tree = tree;
@@ -299,8 +299,7 @@ mod tests {
     use crate::model::State;
     use crate::ui::stack_tree::tests::stack;
 
-    /// Samples with user stacks: history does not keep `ustack` yet, so these
-    /// go straight into the counts (see `StackView::refresh` for the history path).
+    /// A view of hand-made stack pairs, without history.
     type Counted = (Option<Arc<Stack>>, Option<Arc<Stack>>, u64);
 
     fn view_of(samples: &[Counted]) -> StackView {
@@ -374,18 +373,18 @@ mod tests {
             group: None,
         });
         v.refresh(&h, win(&h), None, 10);
-        // Fixture: DISK threads have a kernel stack, RUN ones none.
+        // Fixture: DISK threads have a user and a kernel stack, RUN ones none.
         assert_eq!(v.tree.total(), 12);
-        assert_eq!(current_name(&v), "vfs_read");
+        assert_eq!(current_name(&v), "main");
         v.expand();
-        v.move_by(2);
+        v.move_by(5);
         assert_eq!(current_name(&v), "schedule");
         h.push(snapshot(4, vec![sample(1, 1, "db", State::Disk, Some(17))]));
         v.refresh(&h, win(&h), None, 10);
         assert_eq!(v.tree.total(), 13);
         assert_eq!(current_name(&v), "schedule", "cursor kept on its node");
-        assert_eq!(v.rows.len(), 5);
-        let no_stack = v.rows[4];
+        assert_eq!(v.rows.len(), 8);
+        let no_stack = v.rows[7];
         assert_eq!(v.tree.nodes[no_stack as usize].count, 4);
     }
 

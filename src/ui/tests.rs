@@ -145,7 +145,7 @@ state┤                                  ···················
       ■ DISK  · not sampled (inactive or absent)
 now DISK pread64(fd=3, buf=0x7ffd0000, count=4096, pos=0) for 1.5ms, syscall #42
 kstack __schedule ← schedule ← [pipe_read] ← vfs_read
-ustack - (not captured)
+ustack __libc_read ← read_block ← main
 all 30 samples of this thread in the window (newest first); other filters apply to export
 time     state syscall sysc_ns_so_far kstack_top cpu switch    waker_tid
 12:00:29 DISK  pread64        1500000 pipe_read    1 voluntary         1
