@@ -550,7 +550,7 @@ fn replay_drill_back_export_quit() {
     tui.send(b"s");
     tui.wait_for("the stack view", |s| {
         s.contains("stacks of state=DISK syscall=pread64 comm=postgres · 60 samples")
-            && row_with(s, &["60", "100.0", "vfs_read", "[k]"])
+            && row_with(s, &["60", "100.0", "main"])
     });
     tui.send(b"\r");
     tui.wait_for("the opened chain", |s| row_with(s, &["60", "__schedule", "[k]"]));
@@ -564,7 +564,7 @@ fn replay_drill_back_export_quit() {
     assert_eq!(folded.len(), 1, "{screen}");
     assert_eq!(
         std::fs::read_to_string(&folded[0]).unwrap(),
-        "vfs_read_[k];pipe_read_[k];schedule_[k];__schedule_[k] 60\n"
+        "main;read_block;__libc_read;vfs_read_[k];pipe_read_[k];schedule_[k];__schedule_[k] 60\n"
     );
     // Backspace closes the frame, then goes back to the table.
     tui.send(b"\x7f\x7f");
