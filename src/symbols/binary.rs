@@ -105,3 +105,66 @@ impl Binaries {
         Some(b)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    use super::super::maps::{self, MapKind};
+    use super::*;
+
+    #[test]
+    fn a_replaced_file_is_not_used_a_deleted_one_only_while_mapped() {
+        let path = format!("/tmp/xtop-symtest-{}", std::process::id());
+        std::fs::copy("/bin/sleep", &path).expect("copy /bin/sleep");
+        let mut child = Command::new(&path).arg("30").spawn().expect("spawn copy");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let (mut maps, mut text) = (String::new(), None);
+        // The exec may still be under way when spawn returns.
+        while text.is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            maps = std::fs::read_to_string(format!("/proc/{}/maps", child.id())).unwrap_or_default();
+            text = maps::parse(&maps)
+                .into_iter()
+                .find(|m| matches!(&m.kind, MapKind::File { path: p, .. } if *p == path));
+        }
+        let Some(text) = text else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{path} not mapped in {maps}");
+        };
+        let mapped = PathBuf::from(format!(
+            "/proc/{}/map_files/{:x}-{:x}",
+            child.id(),
+            text.start,
+            text.end
+        ));
+        let mut bins = Binaries::new();
+        let bin = bins.get(&mapped, &path).expect("binary");
+        let from_path = bin.source(&mapped);
+        let _ = std::fs::remove_file(&path);
+        let deleted = bin.source(&mapped);
+        let _ = std::fs::copy("/bin/true", &path);
+        let replaced_alive = bin.source(&mapped);
+        let _ = child.kill();
+        let _ = child.wait();
+        let replaced_gone = bin.source(&mapped);
+        let _ = std::fs::remove_file(&path);
+
+        assert_eq!(from_path, Some(PathBuf::from(&path)));
+        assert_eq!(
+            deleted,
+            Some(mapped.clone()),
+            "deleted: only the mapping still has it"
+        );
+        assert_eq!(
+            replaced_alive,
+            Some(mapped),
+            "replaced: the mapping, not the new file"
+        );
+        assert_eq!(
+            replaced_gone, None,
+            "replaced and exited: no name rather than a wrong one"
+        );
+    }
+}

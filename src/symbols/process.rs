@@ -40,6 +40,9 @@ struct Mapping {
 
 pub struct Process {
     pid: u32,
+    /// Start time (clock ticks) of the process first read: a pid now running
+    /// something else must not lend it its maps.
+    started: Option<u64>,
     maps: Vec<Mapping>,
     perf_map: PerfMap,
 }
@@ -48,6 +51,7 @@ impl Process {
     pub fn new(pid: u32, binaries: &mut Binaries) -> Self {
         let mut p = Process {
             pid,
+            started: start_ticks(pid),
             maps: Vec::new(),
             perf_map: PerfMap::for_pid(pid),
         };
@@ -58,6 +62,9 @@ impl Process {
     /// Re-reads the maps (after a dlopen, say). A process that is gone keeps
     /// what was read while it lived.
     pub fn refresh(&mut self, binaries: &mut Binaries) {
+        if self.started.is_none() || start_ticks(self.pid) != self.started {
+            return;
+        }
         let Ok(text) = std::fs::read_to_string(format!("/proc/{}/maps", self.pid)) else {
             return;
         };
@@ -111,5 +118,26 @@ impl Process {
             Region::Anon => Loc::Jit(addr, self.perf_map.find(addr)),
             Region::Other => Loc::Unmapped(addr),
         })
+    }
+}
+
+/// Field 22 of /proc/PID/stat: when the process started, in clock ticks since boot.
+fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: skip past its end.
+    let after_comm = &stat[stat.rfind(')')? + 1..];
+    after_comm.split_whitespace().nth(19)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_time_of_a_live_process_only() {
+        let own = start_ticks(std::process::id());
+        assert!(own.is_some());
+        assert_eq!(own, start_ticks(std::process::id()));
+        assert_eq!(start_ticks(u32::MAX), None);
     }
 }

@@ -148,3 +148,19 @@ fn jit_addresses_resolve_through_the_perf_map() {
         "past the JIT function is not that function"
     );
 }
+
+#[test]
+fn vdso_frames_are_named() {
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("own maps");
+    let Some(vdso) = super::super::maps::parse(&maps)
+        .into_iter()
+        .find(|m| m.kind == super::super::maps::MapKind::Vdso)
+    else {
+        return; // No vDSO on this system: nothing to name.
+    };
+    let addrs: Vec<u64> = (vdso.start..vdso.end).step_by(64).collect();
+    let mut u = UserSymbols::new();
+    let s = u.stack(own(), 5, &addrs, false);
+    assert!(s.frames.iter().all(|f| &**f != UNKNOWN), "{:?}", s.frames);
+    assert!(s.frames.iter().any(|f| f.contains("gettime")), "{:?}", s.frames);
+}
