@@ -51,11 +51,15 @@ impl<K: Hash + Eq, V> Bounded<K, V> {
 }
 
 impl<K: Hash + Eq, V: Clone> Bounded<K, V> {
+    /// A clone of the value: one hash lookup on the hot path (a hit in `new`).
     pub fn get<Q>(&mut self, k: &Q) -> Option<V>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
+        if let Some(v) = self.new.get(k) {
+            return Some(v.clone());
+        }
         self.get_mut(k).map(|v| v.clone())
     }
 }

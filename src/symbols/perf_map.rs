@@ -16,9 +16,15 @@ pub struct PerfMap {
 }
 
 impl PerfMap {
+    /// The map of process `pid`: a process in a pid namespace (a container)
+    /// names it by its own pid, in its own /tmp.
     pub fn for_pid(pid: u32) -> Self {
+        let path = match ns_pid(pid) {
+            Some(ns) if ns != pid => format!("/proc/{pid}/root/tmp/perf-{ns}.map"),
+            _ => format!("/tmp/perf-{pid}.map"),
+        };
         PerfMap {
-            path: PathBuf::from(format!("/tmp/perf-{pid}.map")),
+            path: PathBuf::from(path),
             stamp: None,
             syms: Vec::new(),
         }
@@ -45,6 +51,13 @@ impl PerfMap {
         let (_, end, name) = &self.syms[i];
         (addr < *end).then(|| name.clone())
     }
+}
+
+/// The pid of `pid` in its innermost pid namespace (last of NSpid in status).
+fn ns_pid(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+    line.split_whitespace().last()?.parse().ok()
 }
 
 fn parse(text: &str) -> Vec<(u64, u64, Arc<str>)> {
@@ -84,5 +97,15 @@ mod tests {
         assert_eq!(m.find(0x1010), None, "past the end is not the neighbour");
         assert_eq!(m.find(0xfff), None);
         assert_eq!(m.find(0x2018).as_deref(), Some("new"), "the later line wins");
+    }
+
+    #[test]
+    fn a_process_outside_namespaces_uses_the_plain_path() {
+        let own = std::process::id();
+        assert_eq!(ns_pid(own), Some(own));
+        assert_eq!(
+            PerfMap::for_pid(own).path,
+            PathBuf::from(format!("/tmp/perf-{own}.map"))
+        );
     }
 }

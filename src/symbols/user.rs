@@ -42,7 +42,7 @@ impl UserSymbols {
     /// tells a reused pid apart). `addrs` are leaf first: the instruction
     /// pointer, then return addresses. `truncated`: the unwinder stopped early.
     pub fn stack(&mut self, pid: u32, start_ns: u64, addrs: &[u64], truncated: bool) -> Arc<Stack> {
-        let key = (pid, start_ns, stack_hash(addrs), truncated);
+        let key = (pid, start_ns, raw_hash(addrs), truncated);
         if let Some(s) = self.stacks.get(&key) {
             return s;
         }
@@ -100,6 +100,17 @@ impl UserSymbols {
             })
             .collect()
     }
+}
+
+/// Key of raw addresses (the cached path): mixed a word at a time, eight times
+/// fewer multiplies than the byte-wise `stack_hash`.
+fn raw_hash(addrs: &[u64]) -> u64 {
+    let mut h = addrs.len() as u64;
+    for &a in addrs {
+        h = (h ^ a).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        h ^= h >> 32;
+    }
+    h
 }
 
 /// A stack's identity: what code it is, not where it was mapped. JIT and
