@@ -113,28 +113,48 @@ impl Names {
         }
     }
 
-    /// Names for offsets of one file. Debug info gives the inlined callees, the
-    /// symbol table the containing function's full demangled name (line-tables-only
-    /// debug info only has its short name).
+    /// Names for offsets of one file (None: no symbol there); None when the file
+    /// cannot be read. Debug info gives the inlined callees, the symbol table the
+    /// containing function's full demangled name (line-tables-only debug info
+    /// only has its short name) when both agree on where that function starts.
     fn symbolize_file(&mut self, path: PathBuf, offsets: &[u64]) -> Option<Vec<Option<Frames>>> {
-        let src = Source::Elf(Elf::new(path.clone()));
-        let mut names = self.symbolize(path.clone(), &src, Input::FileOffset(offsets))?;
+        let debug = Source::Elf(Elf::new(path.clone()));
         let symtab = Source::Elf(Elf {
             debug_syms: false,
-            ..Elf::new(path)
+            ..Elf::new(path.clone())
         });
-        if let Ok(plain) = self.symbolizer.symbolize(&symtab, Input::FileOffset(offsets)) {
-            for (frames, p) in names.iter_mut().zip(plain) {
-                if let (Some(f), Symbolized::Sym(sym)) = (frames, p) {
-                    let mut v = f.to_vec();
+        self.note_file(path);
+        let resolved = self
+            .symbolizer
+            .symbolize(&debug, Input::FileOffset(offsets))
+            .ok()?;
+        let plain = self
+            .symbolizer
+            .symbolize(&symtab, Input::FileOffset(offsets))
+            .ok();
+        let named = resolved.iter().enumerate().map(|(i, r)| {
+            let sym = r.as_sym().filter(|s| within(s))?;
+            let mut frames = expand(sym);
+            if let Some(Symbolized::Sym(p)) = plain.as_ref().and_then(|p| p.get(i)) {
+                if p.addr == sym.addr && within(p) && p.name != sym.name {
+                    let mut v = frames.to_vec();
                     if let Some(last) = v.last_mut() {
-                        *last = Arc::from(&*sym.name);
+                        *last = Arc::from(&*p.name);
                     }
-                    *f = v.into();
+                    frames = v.into();
                 }
             }
+            Some(frames)
+        });
+        Some(named.collect())
+    }
+
+    /// blazesym keeps every file it opened: bound how many.
+    fn note_file(&mut self, file: PathBuf) {
+        if self.files.insert(file) && self.files.len() > MAX_FILES {
+            self.symbolizer = Symbolizer::new();
+            self.files.clear();
         }
-        Some(names)
     }
 
     /// Names for a batch of inputs of one source (None: no symbol there); None
@@ -145,21 +165,22 @@ impl Names {
         src: &Source,
         input: Input<&[u64]>,
     ) -> Option<Vec<Option<Frames>>> {
-        if self.files.insert(file) && self.files.len() > MAX_FILES {
-            self.symbolizer = Symbolizer::new();
-            self.files.clear();
-        }
+        self.note_file(file);
         let resolved = self.symbolizer.symbolize(src, input).ok()?;
         Some(
             resolved
                 .iter()
-                .map(|r| match r {
-                    Symbolized::Sym(sym) => Some(expand(sym)),
-                    _ => None,
-                })
+                .map(|r| r.as_sym().filter(|s| within(s)).map(expand))
                 .collect(),
         )
     }
+}
+
+/// Whether the address is inside the symbol found: debug info ranges are
+/// exact, but a symbol table also holds markers (version names, labels) with
+/// no size, and the nearest one below an address is not its function.
+fn within(sym: &Sym) -> bool {
+    sym.code_info.is_some() || sym.size.is_some_and(|size| sym.offset < size)
 }
 
 /// An unnamed frame in a known file: greppable, and enough for addr2line.
@@ -179,9 +200,48 @@ fn expand(sym: &Sym) -> Frames {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
+    use blazesym::inspect::{self, Inspector};
     use blazesym::symbolize::InlinedFn;
 
+    use super::super::binary::Binaries;
     use super::*;
+
+    #[test]
+    fn cpp_names_are_demangled_and_headers_unnamed() {
+        let lib = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6";
+        if !Path::new(lib).exists() {
+            return; // Not a Debian x86-64 system with libstdc++: nothing to check.
+        }
+        let src = inspect::source::Source::Elf(inspect::source::Elf {
+            debug_syms: false,
+            ..inspect::source::Elf::new(lib)
+        });
+        let inspector = Inspector::new();
+        let found = inspector
+            .lookup(&src, &["_ZSt17__throw_bad_allocv"])
+            .expect("inspect");
+        let offset = found[0][0].file_offset.expect("file offset");
+        let mapped = Arc::new(PathBuf::from("/nonexistent"));
+        let bin = Binaries::new().get(&mapped, lib).expect("binary");
+        let loc = |offset| Loc::File {
+            bin: bin.clone(),
+            offset,
+            mapped: mapped.clone(),
+        };
+        let frames = Names::new().frames(&[loc(offset + 1), loc(0)]);
+        assert_eq!(frames[0].len(), 1);
+        assert!(
+            frames[0][0].starts_with("std::__throw_bad_alloc()"),
+            "{:?}",
+            frames[0]
+        );
+        assert_eq!(
+            &*frames[1][0], "[unknown] libstdc++.so.6+0x0",
+            "the ELF header is no function"
+        );
+    }
 
     #[test]
     fn inlined_callees_become_frames_innermost_first() {
