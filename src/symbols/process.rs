@@ -43,6 +43,9 @@ pub struct Process {
     /// Start time (clock ticks) of the process first read: a pid now running
     /// something else must not lend it its maps.
     started: Option<u64>,
+    /// (dev, inode) of the executable when the maps were read: an exec
+    /// replaces every mapping without a new pid or start time.
+    exe: Option<(u64, u64)>,
     maps: Vec<Mapping>,
     perf_map: PerfMap,
 }
@@ -52,6 +55,7 @@ impl Process {
         let mut p = Process {
             pid,
             started: start_ticks(pid),
+            exe: None,
             maps: Vec::new(),
             perf_map: PerfMap::for_pid(pid),
         };
@@ -65,6 +69,7 @@ impl Process {
         if self.started.is_none() || start_ticks(self.pid) != self.started {
             return;
         }
+        let exe = exe_id(self.pid);
         let Ok(text) = std::fs::read_to_string(format!("/proc/{}/maps", self.pid)) else {
             return;
         };
@@ -98,7 +103,14 @@ impl Process {
         // A read that raced with the exit comes back empty: keep the old maps.
         if !maps.is_empty() {
             self.maps = maps;
+            self.exe = exe;
         }
+    }
+
+    /// Whether the process (still alive) now runs another executable than
+    /// when its maps were read: they are stale, whatever the addresses.
+    pub fn exec_changed(&self) -> bool {
+        self.exe.is_some() && exe_id(self.pid).is_some_and(|e| Some(e) != self.exe)
     }
 
     /// Where `addr` is, or None if no known mapping holds it.
@@ -121,6 +133,12 @@ impl Process {
     }
 }
 
+fn exe_id(pid: u32) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(format!("/proc/{pid}/exe")).ok()?;
+    Some((meta.dev(), meta.ino()))
+}
+
 /// Field 22 of /proc/PID/stat: when the process started, in clock ticks since boot.
 fn start_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -139,5 +157,43 @@ mod tests {
         assert!(own.is_some());
         assert_eq!(own, start_ticks(std::process::id()));
         assert_eq!(start_ticks(u32::MAX), None);
+    }
+
+    #[test]
+    fn an_exec_is_noticed_and_the_maps_reread() {
+        use std::process::Command;
+        use std::time::{Duration, Instant};
+
+        let mut child = Command::new("/bin/sh")
+            .args(["-c", "read x; exec /bin/sleep 30"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn sh");
+        let pid = child.id();
+        let sh = std::fs::canonicalize("/bin/sh").expect("sh path");
+        let exe_is =
+            |p: &std::path::Path| std::fs::read_link(format!("/proc/{pid}/exe")).ok().as_deref() == Some(p);
+        let wait_for = |p: &std::path::Path| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !exe_is(p) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            exe_is(p)
+        };
+        let mut binaries = Binaries::new();
+        let shell_started = wait_for(&sh);
+        let mut p = Process::new(pid, &mut binaries);
+        let before = p.exec_changed();
+        drop(child.stdin.take()); // `read` returns: the shell execs sleep.
+        let slept = wait_for(&std::fs::canonicalize("/bin/sleep").expect("sleep path"));
+        let after_exec = p.exec_changed();
+        p.refresh(&mut binaries);
+        let after_refresh = p.exec_changed();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(shell_started && slept);
+        assert!(!before);
+        assert!(after_exec);
+        assert!(!after_refresh);
     }
 }

@@ -79,7 +79,10 @@ impl UserSymbols {
         let Some(proc) = self.procs.get_mut(&(pid, start_ns)) else {
             return addrs.iter().map(|&a| Loc::Unmapped(a)).collect();
         };
-        let mut refreshed = false;
+        let mut refreshed = proc.exec_changed();
+        if refreshed {
+            proc.refresh(binaries);
+        }
         let lookup = |i: usize, a: u64| if i == 0 { a } else { a.saturating_sub(1) };
         addrs
             .iter()
