@@ -131,6 +131,7 @@ mod tests {
         let Some(text) = text else {
             let _ = child.kill();
             let _ = child.wait();
+            let _ = std::fs::remove_file(&path);
             panic!("{path} not mapped in {maps}");
         };
         let mapped = PathBuf::from(format!(
