@@ -1,9 +1,15 @@
 //! Turning stack addresses into function names, off the UI thread (the sampler
 //! calls these while decoding a pass) and cached so a steady workload costs
 //! nothing new per pass. Kernel stacks resolve through kallsyms; user stacks
-//! through the process's own binaries.
+//! through the process's own binaries (see `user`).
 
+mod binary;
+mod cache;
 mod kernel;
+mod maps;
+mod names;
+mod perf_map;
+mod process;
 mod user;
 
 pub use kernel::KernelSymbols;

@@ -1,26 +1,40 @@
-//! User stack symbolization. FIRST CUT (to be replaced on the symbols branch):
-//! blazesym's process source, per pid, cached per stack.
+//! User stack symbolization. Addresses are normalized while the process lives
+//! (binary + file offset, from maps captured per process and kept after it
+//! exits), then named per (binary, offset) from the files themselves: a
+//! process that exited before its stack was seen still resolves, libc is
+//! parsed once for all processes, and a stack's hash is the same in every
+//! process running the same code, whatever the address layout.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use blazesym::symbolize::source::{Process, Source};
-use blazesym::symbolize::{Input, Symbolized, Symbolizer};
-use blazesym::Pid;
-
+use super::binary::Binaries;
+use super::cache::Bounded;
+use super::names::Names;
+use super::process::{Loc, Process};
 use super::{stack_hash, MAX_CACHED};
-use crate::model::{Stack, TRUNCATED, UNKNOWN};
+use crate::model::{Stack, TRUNCATED};
+
+/// Processes whose maps are kept, alive or exited.
+const MAX_PROCESSES: usize = 4096;
 
 pub struct UserSymbols {
-    symbolizer: Symbolizer,
-    stacks: HashMap<(u32, u64, u64), Arc<Stack>>,
+    procs: Bounded<(u32, u64), Process>,
+    binaries: Binaries,
+    names: Names,
+    /// By (pid, start_ns, hash of the raw addresses, truncated).
+    stacks: Bounded<(u32, u64, u64, bool), Arc<Stack>>,
+    /// By `Stack::hash`: processes with the same stack share one `Stack`.
+    by_hash: Bounded<u64, Arc<Stack>>,
 }
 
 impl UserSymbols {
     pub fn new() -> Self {
         UserSymbols {
-            symbolizer: Symbolizer::new(),
-            stacks: HashMap::new(),
+            procs: Bounded::new(MAX_PROCESSES),
+            binaries: Binaries::new(),
+            names: Names::new(),
+            stacks: Bounded::new(MAX_CACHED),
+            by_hash: Bounded::new(MAX_CACHED),
         }
     }
 
@@ -28,29 +42,94 @@ impl UserSymbols {
     /// tells a reused pid apart). `addrs` are leaf first: the instruction
     /// pointer, then return addresses. `truncated`: the unwinder stopped early.
     pub fn stack(&mut self, pid: u32, start_ns: u64, addrs: &[u64], truncated: bool) -> Arc<Stack> {
-        let hash = stack_hash(addrs) ^ u64::from(truncated);
-        let key = (pid, start_ns, hash);
+        let key = (pid, start_ns, raw_hash(addrs), truncated);
         if let Some(s) = self.stacks.get(&key) {
-            return s.clone();
+            return s;
         }
-        let src = Source::Process(Process::new(Pid::from(pid)));
-        let resolved = self.symbolizer.symbolize(&src, Input::AbsAddr(addrs));
-        let mut frames: Vec<Arc<str>> = (0..addrs.len())
-            .map(|i| match resolved.as_ref().ok().and_then(|r| r.get(i)) {
-                Some(Symbolized::Sym(sym)) => Arc::from(&*sym.name),
-                _ => Arc::from(UNKNOWN),
-            })
-            .collect();
-        if truncated {
-            frames.push(TRUNCATED.into());
-        }
-        let stack = Arc::new(Stack { hash, frames, top: 0 });
-        if self.stacks.len() >= MAX_CACHED {
-            self.stacks.clear();
-        }
+        let locs = self.normalize(pid, start_ns, addrs);
+        let hash = identity(pid, start_ns, &locs, truncated);
+        let stack = match self.by_hash.get(&hash) {
+            Some(s) => s,
+            None => {
+                let mut frames: Vec<Arc<str>> = self
+                    .names
+                    .frames(&locs)
+                    .iter()
+                    .flat_map(|f| f.iter().cloned())
+                    .collect();
+                if truncated {
+                    frames.push(TRUNCATED.into());
+                }
+                let s = Arc::new(Stack { hash, frames, top: 0 });
+                self.by_hash.insert(hash, s.clone());
+                s
+            }
+        };
         self.stacks.insert(key, stack.clone());
         stack
     }
+
+    /// Each address's location. Return addresses are looked up one byte back,
+    /// inside the call: a call ending a function must not name the next one.
+    fn normalize(&mut self, pid: u32, start_ns: u64, addrs: &[u64]) -> Vec<Loc> {
+        let binaries = &mut self.binaries;
+        if self.procs.get_mut(&(pid, start_ns)).is_none() {
+            self.procs.insert((pid, start_ns), Process::new(pid, binaries));
+        }
+        let Some(proc) = self.procs.get_mut(&(pid, start_ns)) else {
+            return addrs.iter().map(|&a| Loc::Unmapped(a)).collect();
+        };
+        let mut refreshed = proc.exec_changed();
+        if refreshed {
+            proc.refresh(binaries);
+        }
+        let lookup = |i: usize, a: u64| if i == 0 { a } else { a.saturating_sub(1) };
+        addrs
+            .iter()
+            .enumerate()
+            .map(|(i, &a)| {
+                let a = lookup(i, a);
+                proc.locate(a)
+                    .or_else(|| {
+                        // Mapped since the maps were read (dlopen, new JIT region)?
+                        if refreshed {
+                            return None;
+                        }
+                        refreshed = true;
+                        proc.refresh(binaries);
+                        proc.locate(a)
+                    })
+                    .unwrap_or(Loc::Unmapped(a))
+            })
+            .collect()
+    }
+}
+
+/// Key of raw addresses (the cached path): mixed a word at a time, eight times
+/// fewer multiplies than the byte-wise `stack_hash`.
+fn raw_hash(addrs: &[u64]) -> u64 {
+    let mut h = addrs.len() as u64;
+    for &a in addrs {
+        h = (h ^ a).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        h ^= h >> 32;
+    }
+    h
+}
+
+/// A stack's identity: what code it is, not where it was mapped. JIT and
+/// unmapped addresses only mean something within their process.
+fn identity(pid: u32, start_ns: u64, locs: &[Loc], truncated: bool) -> u64 {
+    let mut words = Vec::with_capacity(locs.len() * 3 + 1);
+    for loc in locs {
+        match loc {
+            Loc::File { bin, offset, .. } => words.extend([1, bin.key, *offset]),
+            Loc::Vdso(off) => words.extend([2, *off]),
+            Loc::Jit(addr, _) => words.extend([3, u64::from(pid), start_ns, *addr]),
+            Loc::Unmapped(addr) => words.extend([4, u64::from(pid), start_ns, *addr]),
+        }
+    }
+    words.push(5 + u64::from(truncated));
+    stack_hash(&words)
 }
 
 impl Default for UserSymbols {
@@ -58,3 +137,7 @@ impl Default for UserSymbols {
         Self::new()
     }
 }
+
+#[cfg(test)]
+#[path = "user_tests.rs"]
+mod tests;
