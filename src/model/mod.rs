@@ -72,7 +72,9 @@ pub enum Syscall {
 /// A symbolized kernel or user stack, shared by every sample that has it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Stack {
-    /// Hash of the raw addresses: the stack's identity in recordings and exports.
+    /// The stack's identity in recordings and exports: a hash of the kernel
+    /// addresses, or for user stacks of (binary, file offset) pairs, so every
+    /// process running the same code shares it whatever its address layout.
     pub hash: u64,
     /// Function names, innermost (leaf) first. A user stack whose frame-pointer
     /// walk stopped before reaching its root ends with the `TRUNCATED` frame,
