@@ -349,16 +349,19 @@ fn profile_cost() {
         })
         .collect();
     for hz in [49, 99] {
-        let before = prog_stats("profile_cpu");
         let secs = 10.0;
-        with_xtop(
+        // Read while loaded: the counters go with the program.
+        let (before, after) = with_xtop(
             SamplerOptions {
                 profile_hz: hz,
                 ..Default::default()
             },
-            || std::thread::sleep(Duration::from_secs_f64(secs)),
+            || {
+                let before = prog_stats("profile_cpu");
+                std::thread::sleep(Duration::from_secs_f64(secs));
+                (before, prog_stats("profile_cpu"))
+            },
         );
-        let after = prog_stats("profile_cpu");
         let (cnt, ns) = (after.0 - before.0, after.1 - before.1);
         println!(
             "| {hz} | {:.1} | {:.0} | {:.4}% |",
@@ -376,17 +379,18 @@ fn profile_cost() {
 }
 
 fn total_cpu_at_10k() {
-    println!("\n## xtop CPU with 10,000 extra sleeping threads, 1 s interval, stacks on (mean of 10 passes)");
-    println!("| mode | emitted | xtop CPU, % of one CPU |");
-    println!("|---|---:|---:|");
+    println!("\n## xtop CPU with 10,000 extra sleeping threads, 1 s interval (10 passes)");
+    println!("| mode | stacks | emitted | xtop CPU, % of one CPU | walk µs | decode µs |");
+    println!("|---|---|---:|---:|---:|---:|");
     let _s = sleepers(10_000);
     std::thread::sleep(Duration::from_millis(300));
-    for all in [false, true] {
-        let s = Sampler::start(SamplerOptions {
-            all,
-            ..Default::default()
-        })
-        .expect("BPF must load: run as root");
+    for (all, stacks) in [(false, true), (false, false), (true, true), (true, false)] {
+        let base = if stacks {
+            SamplerOptions::default()
+        } else {
+            no_stacks()
+        };
+        let s = Sampler::start(SamplerOptions { all, ..base }).expect("BPF must load: run as root");
         // The first passes symbolize and fill caches; steady state is what runs all day.
         let snaps: Vec<_> = (0..13).map(|_| s.receiver().recv().unwrap()).skip(3).collect();
         s.stop().unwrap();
@@ -394,9 +398,12 @@ fn total_cpu_at_10k() {
         let secs: f64 = snaps.iter().map(|x| x.interval.as_secs_f64()).sum();
         let emitted = snaps.iter().map(|x| x.samples.len()).max().unwrap_or(0);
         println!(
-            "| {} | {emitted} | {:.3}% |",
+            "| {} | {} | {emitted} | {:.3}% | {:.0} | {:.0} |",
             if all { "--all" } else { "active" },
-            cpu as f64 / 1e9 / secs * 100.0
+            if stacks { "on" } else { "off" },
+            cpu as f64 / 1e9 / secs * 100.0,
+            median(snaps.iter().map(|x| x.cost.walk_ns).collect()) as f64 / 1000.0,
+            median(snaps.iter().map(|x| x.cost.decode_ns).collect()) as f64 / 1000.0,
         );
     }
 }
