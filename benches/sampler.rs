@@ -295,9 +295,10 @@ fn user_stack_cost() {
 }
 
 /// Run count and total run time of every loaded BPF program named `name`
-/// (BPF run-time statistics must be on).
-fn prog_stats(name: &str) -> (u64, u64) {
-    let (mut id, mut cnt, mut ns) = (0u32, 0, 0);
+/// (BPF run-time statistics must be on), and how many there are: another
+/// xtop running meanwhile would add its runs.
+fn prog_stats(name: &str) -> (u64, u64, u32) {
+    let (mut id, mut cnt, mut ns, mut progs) = (0u32, 0, 0, 0);
     // SAFETY: plain libbpf syscall wrappers on ids and fds we own and close.
     unsafe {
         while libbpf_sys::bpf_prog_get_next_id(id, &mut id) == 0 {
@@ -315,6 +316,7 @@ fn prog_stats(name: &str) -> (u64, u64) {
                     .map(|&c| c as u8)
                     .collect();
                 if pname == name.as_bytes() {
+                    progs += 1;
                     cnt += info.run_cnt;
                     ns += info.run_time_ns;
                 }
@@ -322,7 +324,7 @@ fn prog_stats(name: &str) -> (u64, u64) {
             libc::close(fd);
         }
     }
-    (cnt, ns)
+    (cnt, ns, progs)
 }
 
 fn profile_cost() {
@@ -363,6 +365,12 @@ fn profile_cost() {
             },
         );
         let (cnt, ns) = (after.0 - before.0, after.1 - before.1);
+        if after.2 != 1 {
+            println!(
+                "({} programs named profile_cpu were loaded: figures include others)",
+                after.2
+            );
+        }
         println!(
             "| {hz} | {:.1} | {:.0} | {:.4}% |",
             cnt as f64 / secs / ncpus as f64,

@@ -120,9 +120,17 @@ static __always_inline struct thread_state *state_of(struct task_struct *t)
 	if (s || (t->flags & PF_EXITING) || t->pid == 0)
 		return s;
 	s = bpf_task_storage_get(&thread_states, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (s) {
-		s->sc_nr = -1;
-		__sync_fetch_and_add(&states_created, 1);
+	if (!s)
+		return s;
+	s->sc_nr = -1;
+	__sync_fetch_and_add(&states_created, 1);
+	/* The sleepable iterator can be preempted between the check above and
+	 * the creation, while the task runs its exit hook: undo, or the state
+	 * would outlive that hook (until the task struct is freed). */
+	if (t->flags & PF_EXITING) {
+		if (bpf_task_storage_delete(&thread_states, t) == 0)
+			__sync_fetch_and_add(&states_freed, 1);
+		return NULL;
 	}
 	return s;
 }
