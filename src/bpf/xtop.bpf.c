@@ -39,7 +39,9 @@ char LICENSE[] SEC("license") = "GPL";
 #define TASK_RTLOCK_WAIT     0x1000
 #define TASK_FROZEN          0x8000
 #define PF_EXITING           0x00000004
+#define PF_USER_WORKER       0x00004000 /* io_uring / vhost workers: never in user space */
 #define PF_KTHREAD           0x00200000
+#define NO_USER_STACK        (PF_EXITING | PF_USER_WORKER | PF_KTHREAD)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -367,7 +369,7 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 	c->ustack_len = 0;
 	c->flags = 0;
 	regs = (struct pt_regs *)bpf_task_pt_regs(t);
-	if (user_stacks && regs && !(t->flags & PF_KTHREAD)) {
+	if (user_stacks && regs && !(t->flags & NO_USER_STACK)) {
 		n = walk_user_current(regs, c->ustack, &trunc);
 		c->ustack_len = n * 8;
 		c->flags = trunc ? XF_USTACK_TRUNC : 0;
@@ -512,7 +514,7 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	}
 
 	/* Saved registers and stacks are stable only while the thread is off CPU. */
-	user = user_stacks && !(pflags & PF_KTHREAD) && !(pflags & PF_EXITING);
+	user = user_stacks && !(pflags & NO_USER_STACK);
 	if (r->flags & XF_ON_CPU) {
 		profile_stacks(task, r);
 	} else if (!exit_state) {
