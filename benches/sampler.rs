@@ -157,6 +157,24 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // cargo test --benches asks for a listing
     }
+    // `cargo bench --bench sampler -- ustack 10k` runs only those sections.
+    let only: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let sections: [(&str, fn()); 6] = [
+        ("pass", pass_cost_table),
+        ("syscall", syscall_cost),
+        ("switch", switch_cost),
+        ("ustack", user_stack_cost),
+        ("profile", profile_cost),
+        ("10k", total_cpu_at_10k),
+    ];
+    for (name, run) in sections {
+        if only.is_empty() || only.iter().any(|o| o == name) {
+            run();
+        }
+    }
+}
+
+fn pass_cost_table() {
     println!("## Sampling pass cost (median of 20 passes)");
     println!(
         "| extra sleeping threads | threads on box | mode | emitted | walk µs | decode µs | µs per thread |"
@@ -177,7 +195,9 @@ fn main() {
             );
         }
     }
+}
 
+fn syscall_cost() {
     println!("\n## Added cost per syscall (getppid loop, best of 5 × 2M calls)");
     let calls = 2_000_000;
     let base = getppid_ns(calls);
@@ -202,7 +222,9 @@ fn main() {
         untracked - base
     );
     println!("| xtop --track-syscalls | {tracked:.1} | {:.1} |", tracked - base);
+}
 
+fn switch_cost() {
     println!("\n## Added cost per context switch (ping-pong on one CPU, best of 4, alternating)");
     let rounds = 200_000;
     let base = (0..3).map(|_| pingpong_ns(rounds)).fold(f64::MAX, f64::min);
@@ -220,10 +242,6 @@ fn main() {
         "| xtop (default, stacks on) | {hooked:.0} | {:.0} |",
         hooked - base
     );
-
-    user_stack_cost();
-    profile_cost();
-    total_cpu_at_10k();
 }
 
 /// Threads that nap 50 ms: every 100 ms pass finds each of them run since the
