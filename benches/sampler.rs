@@ -6,12 +6,18 @@
 //! 2. Added cost per syscall of the syscall hooks: a tight getppid loop
 //!    without xtop, with xtop, and with xtop --no-track-syscalls.
 //! 3. Added cost per context switch of the sched hooks: a pipe ping-pong.
+//!    2 and 3 also compare stacks on (the default) and off: stack capture adds
+//!    nothing on those hot paths.
+//! 4. Cost of user stacks per walked thread: threads that run between passes.
+//! 5. CPU share of the on-CPU profile program (BPF run-time stats) under load.
+//! 6. xtop's total CPU at 10,000 threads, 1 s interval, stacks on.
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use libbpf_rs::libbpf_sys;
 use xtop::sampler::{Sampler, SamplerOptions};
 
 fn threads_on_system() -> usize {
@@ -131,11 +137,16 @@ fn pingpong_ns(rounds: u64) -> f64 {
     ns
 }
 
-fn with_xtop<T>(track_syscalls: bool, f: impl FnOnce() -> T) -> T {
-    let opts = SamplerOptions {
-        track_syscalls,
+/// xtop without any stack capture.
+fn no_stacks() -> SamplerOptions {
+    SamplerOptions {
+        user_stacks: false,
+        profile_hz: 0,
         ..Default::default()
-    };
+    }
+}
+
+fn with_xtop<T>(opts: SamplerOptions, f: impl FnOnce() -> T) -> T {
     let s = Sampler::start(opts).expect("BPF must load: run as root");
     let r = f();
     s.stop().unwrap();
@@ -146,6 +157,24 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // cargo test --benches asks for a listing
     }
+    // `cargo bench --bench sampler -- ustack 10k` runs only those sections.
+    let only: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let sections: [(&str, fn()); 6] = [
+        ("pass", pass_cost_table),
+        ("syscall", syscall_cost),
+        ("switch", switch_cost),
+        ("ustack", user_stack_cost),
+        ("profile", profile_cost),
+        ("10k", total_cpu_at_10k),
+    ];
+    for (name, run) in sections {
+        if only.is_empty() || only.iter().any(|o| o == name) {
+            run();
+        }
+    }
+}
+
+fn pass_cost_table() {
     println!("## Sampling pass cost (median of 20 passes)");
     println!(
         "| extra sleeping threads | threads on box | mode | emitted | walk µs | decode µs | µs per thread |"
@@ -166,29 +195,241 @@ fn main() {
             );
         }
     }
+}
 
+fn syscall_cost() {
     println!("\n## Added cost per syscall (getppid loop, best of 5 × 2M calls)");
     let calls = 2_000_000;
     let base = getppid_ns(calls);
-    let untracked = with_xtop(false, || getppid_ns(calls));
-    let tracked = with_xtop(true, || getppid_ns(calls));
+    let bare = with_xtop(no_stacks(), || getppid_ns(calls));
+    let untracked = with_xtop(SamplerOptions::default(), || getppid_ns(calls));
+    let tracked = with_xtop(
+        SamplerOptions {
+            track_syscalls: true,
+            ..Default::default()
+        },
+        || getppid_ns(calls),
+    );
     println!("| setup | ns per getppid | added ns |");
     println!("|---|---:|---:|");
     println!("| no xtop | {base:.1} | - |");
     println!(
-        "| xtop (default: no syscall hooks) | {untracked:.1} | {:.1} |",
+        "| xtop --no-user-stacks --profile-hz 0 | {bare:.1} | {:.1} |",
+        bare - base
+    );
+    println!(
+        "| xtop (default: no syscall hooks, stacks on) | {untracked:.1} | {:.1} |",
         untracked - base
     );
     println!("| xtop --track-syscalls | {tracked:.1} | {:.1} |", tracked - base);
+}
 
+fn switch_cost() {
     println!("\n## Added cost per context switch (ping-pong on one CPU, best of 4, alternating)");
     let rounds = 200_000;
     let base = (0..3).map(|_| pingpong_ns(rounds)).fold(f64::MAX, f64::min);
-    let hooked = with_xtop(false, || {
-        (0..3).map(|_| pingpong_ns(rounds)).fold(f64::MAX, f64::min)
-    });
+    let best = || (0..3).map(|_| pingpong_ns(rounds)).fold(f64::MAX, f64::min);
+    let bare = with_xtop(no_stacks(), best);
+    let hooked = with_xtop(SamplerOptions::default(), best);
     println!("| setup | ns per message | added ns |");
     println!("|---|---:|---:|");
     println!("| no xtop | {base:.0} | - |");
-    println!("| xtop (sched hooks) | {hooked:.0} | {:.0} |", hooked - base);
+    println!(
+        "| xtop --no-user-stacks --profile-hz 0 | {bare:.0} | {:.0} |",
+        bare - base
+    );
+    println!(
+        "| xtop (default, stacks on) | {hooked:.0} | {:.0} |",
+        hooked - base
+    );
+}
+
+/// Threads that nap 50 ms: every 100 ms pass finds each of them run since the
+/// previous one, so none can reuse its stacks and every one is walked.
+fn nappers(
+    n: usize,
+) -> (
+    Arc<std::sync::atomic::AtomicBool>,
+    Vec<std::thread::JoinHandle<()>>,
+) {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hs = (0..n)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .stack_size(64 * 1024)
+                .spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                })
+                .expect("spawn napper")
+        })
+        .collect();
+    (stop, hs)
+}
+
+fn user_stack_cost() {
+    println!("\n## User stacks: cost per walked thread (1,000 threads napping 50 ms, --all, 100 ms passes)");
+    println!("| user stacks | emitted | walk µs | decode µs | walk µs per thread |");
+    println!("|---|---:|---:|---:|---:|");
+    let (stop, hs) = nappers(1000);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut walks = Vec::new();
+    for user_stacks in [false, true, false, true] {
+        let s = Sampler::start(SamplerOptions {
+            interval: Duration::from_millis(100),
+            all: true,
+            user_stacks,
+            ..Default::default()
+        })
+        .expect("BPF must load: run as root");
+        let snaps: Vec<_> = (0..25).map(|_| s.receiver().recv().unwrap()).skip(5).collect();
+        s.stop().unwrap();
+        let walk = median(snaps.iter().map(|x| x.cost.walk_ns).collect());
+        let decode = median(snaps.iter().map(|x| x.cost.decode_ns).collect());
+        let emitted = snaps.iter().map(|x| x.samples.len()).max().unwrap_or(0);
+        walks.push((user_stacks, walk, emitted));
+        println!(
+            "| {} | {emitted} | {:.0} | {:.0} | {:.3} |",
+            if user_stacks { "on" } else { "off" },
+            walk as f64 / 1000.0,
+            decode as f64 / 1000.0,
+            walk as f64 / 1000.0 / emitted.max(1) as f64
+        );
+    }
+    let mean = |on: bool| {
+        let v: Vec<_> = walks.iter().filter(|w| w.0 == on).collect();
+        v.iter().map(|w| w.1 as f64).sum::<f64>() / v.len() as f64
+    };
+    println!(
+        "added by user stacks: {:.2} µs per walked thread",
+        (mean(true) - mean(false)) / 1000.0 / 1000.0
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for h in hs {
+        let _ = h.join();
+    }
+}
+
+/// Run count and total run time of every loaded BPF program named `name`
+/// (BPF run-time statistics must be on), and how many there are: another
+/// xtop running meanwhile would add its runs.
+fn prog_stats(name: &str) -> (u64, u64, u32) {
+    let (mut id, mut cnt, mut ns, mut progs) = (0u32, 0, 0, 0);
+    // SAFETY: plain libbpf syscall wrappers on ids and fds we own and close.
+    unsafe {
+        while libbpf_sys::bpf_prog_get_next_id(id, &mut id) == 0 {
+            let fd = libbpf_sys::bpf_prog_get_fd_by_id(id);
+            if fd < 0 {
+                continue;
+            }
+            let mut info: libbpf_sys::bpf_prog_info = std::mem::zeroed();
+            let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+            if libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) == 0 {
+                let pname: Vec<u8> = info
+                    .name
+                    .iter()
+                    .take_while(|&&c| c != 0)
+                    .map(|&c| c as u8)
+                    .collect();
+                if pname == name.as_bytes() {
+                    progs += 1;
+                    cnt += info.run_cnt;
+                    ns += info.run_time_ns;
+                }
+            }
+            libc::close(fd);
+        }
+    }
+    (cnt, ns, progs)
+}
+
+fn profile_cost() {
+    println!("\n## On-CPU profile: BPF program cost with every CPU busy (10 s each)");
+    println!("| profile Hz | runs per CPU per s | ns per run | share of all CPUs |");
+    println!("|---:|---:|---:|---:|");
+    // SAFETY: returns an fd that keeps run-time statistics on until closed.
+    let stats_fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
+    if stats_fd < 0 {
+        println!("(cannot enable BPF statistics)");
+        return;
+    }
+    let ncpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinners: Vec<_> = (0..ncpus)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
+                }
+            })
+        })
+        .collect();
+    for hz in [49, 99] {
+        let secs = 10.0;
+        // Read while loaded: the counters go with the program.
+        let (before, after) = with_xtop(
+            SamplerOptions {
+                profile_hz: hz,
+                ..Default::default()
+            },
+            || {
+                let before = prog_stats("profile_cpu");
+                std::thread::sleep(Duration::from_secs_f64(secs));
+                (before, prog_stats("profile_cpu"))
+            },
+        );
+        let (cnt, ns) = (after.0 - before.0, after.1 - before.1);
+        if after.2 != 1 {
+            println!(
+                "({} programs named profile_cpu were loaded: figures include others)",
+                after.2
+            );
+        }
+        println!(
+            "| {hz} | {:.1} | {:.0} | {:.4}% |",
+            cnt as f64 / secs / ncpus as f64,
+            ns as f64 / cnt.max(1) as f64,
+            ns as f64 / (secs * 1e9 * ncpus as f64) * 100.0
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for h in spinners {
+        let _ = h.join();
+    }
+    // SAFETY: our fd.
+    unsafe { libc::close(stats_fd) };
+}
+
+fn total_cpu_at_10k() {
+    println!("\n## xtop CPU with 10,000 extra sleeping threads, 1 s interval (10 passes)");
+    println!("| mode | stacks | emitted | xtop CPU, % of one CPU | walk µs | decode µs |");
+    println!("|---|---|---:|---:|---:|---:|");
+    let _s = sleepers(10_000);
+    std::thread::sleep(Duration::from_millis(300));
+    for (all, stacks) in [(false, true), (false, false), (true, true), (true, false)] {
+        let base = if stacks {
+            SamplerOptions::default()
+        } else {
+            no_stacks()
+        };
+        let s = Sampler::start(SamplerOptions { all, ..base }).expect("BPF must load: run as root");
+        // The first passes symbolize and fill caches; steady state is what runs all day.
+        let snaps: Vec<_> = (0..13).map(|_| s.receiver().recv().unwrap()).skip(3).collect();
+        s.stop().unwrap();
+        let cpu: u64 = snaps.iter().map(|x| x.cost.cpu_ns).sum();
+        let secs: f64 = snaps.iter().map(|x| x.interval.as_secs_f64()).sum();
+        let emitted = snaps.iter().map(|x| x.samples.len()).max().unwrap_or(0);
+        println!(
+            "| {} | {} | {emitted} | {:.3}% | {:.0} | {:.0} |",
+            if all { "--all" } else { "active" },
+            if stacks { "on" } else { "off" },
+            cpu as f64 / 1e9 / secs * 100.0,
+            median(snaps.iter().map(|x| x.cost.walk_ns).collect()) as f64 / 1000.0,
+            median(snaps.iter().map(|x| x.cost.decode_ns).collect()) as f64 / 1000.0,
+        );
+    }
 }

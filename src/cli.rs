@@ -88,6 +88,12 @@ pub struct SamplingArgs {
     /// Do not hook syscall entry/exit (the default).
     #[arg(long, overrides_with = "track_syscalls")]
     pub no_track_syscalls: bool,
+    /// Do not walk user stacks (kernel stacks only).
+    #[arg(long)]
+    pub no_user_stacks: bool,
+    /// On-CPU profile rate per CPU, for the stacks of running threads (0: off).
+    #[arg(long, value_name = "HZ", default_value_t = crate::sampler::DEFAULT_PROFILE_HZ, value_parser = parse_profile_hz)]
+    pub profile_hz: u32,
 }
 
 impl SamplingArgs {
@@ -97,6 +103,8 @@ impl SamplingArgs {
             all: self.all,
             pids: self.pids.clone(),
             track_syscalls: self.track_syscalls && !self.no_track_syscalls,
+            user_stacks: !self.no_user_stacks,
+            profile_hz: self.profile_hz,
         }
     }
 }
@@ -107,6 +115,14 @@ pub fn parse_interval(s: &str) -> Result<Duration, String> {
         return Err("must be between 100ms and 1h".into());
     }
     Ok(d)
+}
+
+pub fn parse_profile_hz(s: &str) -> Result<u32, String> {
+    let max = crate::sampler::MAX_PROFILE_HZ;
+    match s.parse::<u32>() {
+        Ok(hz) if hz <= max => Ok(hz),
+        _ => Err(format!("must be a whole number from 0 (off) to {max}")),
+    }
 }
 
 #[cfg(test)]
@@ -136,5 +152,22 @@ mod tests {
         assert!(!c.sampling.options().track_syscalls, "off by default");
         let c = Cli::try_parse_from(["xtop", "--no-track-syscalls", "--track-syscalls"]).unwrap();
         assert!(c.sampling.options().track_syscalls, "last flag wins");
+    }
+
+    #[test]
+    fn stack_flags() {
+        let o = Cli::try_parse_from(["xtop"]).unwrap().sampling.options();
+        assert!(o.user_stacks);
+        assert_eq!(o.profile_hz, crate::sampler::DEFAULT_PROFILE_HZ);
+        let c = Cli::try_parse_from(["xtop", "--no-user-stacks", "--profile-hz", "0"]).unwrap();
+        assert!(!c.sampling.options().user_stacks);
+        assert_eq!(c.sampling.options().profile_hz, 0);
+        assert_eq!(parse_profile_hz("1000"), Ok(1000));
+        for bad in ["1001", "-1", "fast", ""] {
+            assert!(
+                parse_profile_hz(bad).unwrap_err().contains("0 (off) to 1000"),
+                "{bad}"
+            );
+        }
     }
 }

@@ -167,7 +167,7 @@ fn a_hook_that_cannot_attach_is_named_and_its_columns_are_unknown() {
     let Some(_live) = live_workload() else { return };
     let out = Command::new(env!("CARGO_BIN_EXE_xtop"))
         .args(["-b", "--format", "csv", "-n", "3", "-i", "100ms", "-a"])
-        .env("XTOP_DISABLE_HOOKS", "sched_switch,sched_wakeup")
+        .env("XTOP_DISABLE_HOOKS", "sched_switch,sched_wakeup,perf_event")
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -176,6 +176,10 @@ fn a_hook_that_cannot_attach_is_named_and_its_columns_are_unknown() {
     assert!(err.contains("warning: cannot attach sched_wakeup ("), "{err}");
     // Alone, sched_wakeup_new would leave creators standing as last wakers.
     assert!(err.contains("warning: not using sched_wakeup_new"), "{err}");
+    assert!(
+        err.contains("warning: cannot attach perf_event") && err.contains("without stacks"),
+        "{err}"
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();

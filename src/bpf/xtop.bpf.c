@@ -9,7 +9,14 @@
  * Once per interval userspace reads the `dump_tasks` task iterator, which walks
  * every thread, decides in the kernel whether it is worth reporting, and writes
  * one `task_sample` (live task fields joined with the tracked state, plus the
- * kernel stack of off-CPU threads) into the iterator's seq_file.
+ * kernel and user stacks of off-CPU threads) into the iterator's seq_file.
+ *
+ * Stacks of threads on a CPU cannot be read from another CPU: a low-rate
+ * perf_event profile (`profile_cpu`) keeps each running thread's latest
+ * kernel and user stack, and the iterator reports it if it was taken during
+ * the thread's current stint on the CPU.
+ *
+ * Nothing stack-related runs on the syscall or scheduler hot paths.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -32,7 +39,9 @@ char LICENSE[] SEC("license") = "GPL";
 #define TASK_RTLOCK_WAIT     0x1000
 #define TASK_FROZEN          0x8000
 #define PF_EXITING           0x00000004
+#define PF_USER_WORKER       0x00004000 /* io_uring / vhost workers: never in user space */
 #define PF_KTHREAD           0x00200000
+#define NO_USER_STACK        (PF_EXITING | PF_USER_WORKER | PF_KTHREAD)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -57,8 +66,31 @@ struct {
 	__type(value, struct task_sample);
 } scratch SEC(".maps");
 
+/* Latest on-CPU profile stacks of each thread. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct cpu_stack);
+} cpu_stacks SEC(".maps");
+
+/* A window of the user stack being walked: one remote copy serves several
+ * frames (each bpf_copy_from_user_task on another task costs ~0.3 µs). */
+#define UWIN_WORDS 64
+struct ustack_window {
+	__u64 w[UWIN_WORDS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ustack_window);
+} uwin SEC(".maps");
+
 /* Runtime switches, written by userspace through the mmapped .bss. */
 volatile bool emit_all;      /* also report sleeping / idle / parked threads */
+volatile bool user_stacks;   /* walk user stacks (off-CPU at pass time, on-CPU in the profile) */
 volatile bool pid_filter_on;
 volatile __u32 pass_gen;     /* incremented by userspace before each pass */
 __u64 pass_now_ns;            /* clocks read at the first thread of a pass */
@@ -90,9 +122,17 @@ static __always_inline struct thread_state *state_of(struct task_struct *t)
 	if (s || (t->flags & PF_EXITING) || t->pid == 0)
 		return s;
 	s = bpf_task_storage_get(&thread_states, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (s) {
-		s->sc_nr = -1;
-		__sync_fetch_and_add(&states_created, 1);
+	if (!s)
+		return s;
+	s->sc_nr = -1;
+	__sync_fetch_and_add(&states_created, 1);
+	/* The sleepable iterator can be preempted between the check above and
+	 * the creation, while the task runs its exit hook: undo, or the state
+	 * would outlive that hook (until the task struct is freed). */
+	if (t->flags & PF_EXITING) {
+		if (bpf_task_storage_delete(&thread_states, t) == 0)
+			__sync_fetch_and_add(&states_freed, 1);
+		return NULL;
 	}
 	return s;
 }
@@ -178,6 +218,7 @@ int BPF_PROG(on_exit, struct task_struct *p)
 {
 	if (bpf_task_storage_delete(&thread_states, p) == 0)
 		__sync_fetch_and_add(&states_freed, 1);
+	bpf_task_storage_delete(&cpu_stacks, p);
 	return 0;
 }
 
@@ -221,30 +262,189 @@ static __always_inline void read_user_regs(struct task_struct *task, struct task
 	r->flags |= XF_REGS_VALID;
 }
 
-/* Unwinding a stack costs microseconds. A thread that has not run since the
- * previous pass emitted its stack still has that stack: say so instead, and
- * userspace reuses the one it decoded then. */
-static __always_inline long kernel_stack(struct task_struct *task, struct thread_state *s,
-					 struct task_sample *r)
+#define USTACK_MASK (XTOP_USTACK_DEPTH - 1)
+#define barrier() asm volatile("" ::: "memory")
+
+/* User stacks are walked along the frame-pointer chain: each frame record is
+ * {caller's frame pointer, return address}. The chain ends at its root when
+ * the frame pointer or the return address is 0; any other stop (unreadable
+ * record, frame pointer not growing or misaligned, depth limit) leaves
+ * *trunc set. Code built without frame pointers shows as a truncated stack. */
+
+/* Another (off-CPU) thread's stack, from a sleepable program: one copy of a
+ * 512-byte window serves several frames; a window running past the end of the
+ * stack mapping falls back to the 16-byte record alone. */
+static __always_inline int walk_user_task(struct task_struct *task, struct pt_regs *regs, __u64 *out,
+					  bool *trunc)
+{
+	__u64 fp = PT_REGS_FP(regs), base = 0, nfp, ra, off, zero = 0;
+	struct ustack_window *win = bpf_map_lookup_elem(&uwin, &zero);
+	bool have = false;
+	int i, n = 1;
+
+	*trunc = true;
+	out[0] = PT_REGS_IP(regs);
+	if (!win)
+		return n;
+	for (i = 1; i < XTOP_USTACK_DEPTH; i++) {
+		if (!fp)
+			break;
+		if (fp & 7)
+			return n;
+		if (!have || fp < base || fp + 16 > base + sizeof(win->w)) {
+			base = fp;
+			have = !bpf_copy_from_user_task(win->w, sizeof(win->w), (void *)fp, task, 0);
+			/* only w[0..1] valid: the next frame refills */
+			if (!have && bpf_copy_from_user_task(win->w, 16, (void *)fp, task, 0))
+				return n;
+		}
+		off = ((fp - base) / 8) & (UWIN_WORDS - 1);
+		if (off > UWIN_WORDS - 2)
+			return n;
+		nfp = win->w[off];
+		ra = win->w[off + 1];
+		if (!ra) {
+			fp = 0;
+			break;
+		}
+		out[i & USTACK_MASK] = ra;
+		n = i + 1;
+		if (nfp && nfp <= fp)
+			return n;
+		fp = nfp;
+	}
+	*trunc = fp != 0;
+	return n;
+}
+
+/* The current thread's stack, from the profile's interrupt: no faulting. */
+static __always_inline int walk_user_current(struct pt_regs *regs, __u64 *out, bool *trunc)
+{
+	__u64 fp = PT_REGS_FP(regs), fr[2];
+	int i, n = 1;
+
+	*trunc = true;
+	out[0] = PT_REGS_IP(regs);
+	for (i = 1; i < XTOP_USTACK_DEPTH; i++) {
+		if (!fp)
+			break;
+		if ((fp & 7) || bpf_probe_read_user(fr, sizeof(fr), (void *)fp))
+			return n;
+		if (!fr[1]) {
+			fp = 0;
+			break;
+		}
+		out[i & USTACK_MASK] = fr[1];
+		n = i + 1;
+		if (fr[0] && fr[0] <= fp)
+			return n;
+		fp = fr[0];
+	}
+	*trunc = fp != 0;
+	return n;
+}
+
+/* On-CPU profile: a CPU-clock event on every CPU at a low fixed rate. Keeps
+ * the interrupted thread's latest stacks, stamped with the scheduler clock so
+ * the iterator can tell whether they belong to the thread's current stint. */
+SEC("perf_event")
+int profile_cpu(struct bpf_perf_event_data *ctx)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct cpu_stack *c;
+	struct pt_regs *regs;
+	bool trunc = false;
+	int n;
+
+	if (t->pid == 0 || (t->flags & PF_EXITING))
+		return 0;
+	c = bpf_task_storage_get(&cpu_stacks, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!c)
+		return 0;
+	/* A seqcount: the iterator may read this from another CPU meanwhile. */
+	c->seq++;
+	barrier();
+	c->stamp_rq = rq_clock_of(t);
+	c->kstack_len = bpf_get_stack(ctx, c->kstack, sizeof(c->kstack), 0);
+	c->ustack_len = 0;
+	c->flags = 0;
+	regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	if (user_stacks && regs && !(t->flags & NO_USER_STACK)) {
+		n = walk_user_current(regs, c->ustack, &trunc);
+		c->ustack_len = n * 8;
+		c->flags = trunc ? XF_USTACK_TRUNC : 0;
+	}
+	barrier();
+	c->seq++;
+	return 0;
+}
+
+/* A running thread's stacks: its latest profile sample, if that was taken
+ * since it last got the CPU; otherwise none (older ones would be wrong). */
+static __always_inline void profile_stacks(struct task_struct *task, struct task_sample *r)
+{
+	struct cpu_stack *c = bpf_task_storage_get(&cpu_stacks, task, 0, 0);
+	__u64 seq;
+	__s32 klen, ulen;
+	__u32 flags;
+
+	if (!c)
+		return;
+	seq = c->seq;
+	barrier();
+	if ((seq & 1) || !c->stamp_rq || c->stamp_rq < task->sched_info.last_arrival)
+		return;
+	klen = c->kstack_len;
+	ulen = c->ustack_len;
+	flags = c->flags;
+	__builtin_memcpy(r->kstack, c->kstack, sizeof(r->kstack));
+	__builtin_memcpy(r->ustack, c->ustack, sizeof(r->ustack));
+	barrier();
+	if (c->seq != seq)
+		return;
+	r->kstack_len = klen;
+	r->ustack_len = ulen;
+	r->flags |= XF_ONCPU_STACK | (flags & XF_USTACK_TRUNC);
+}
+
+/* Stacks of an off-CPU thread. Unwinding costs microseconds: a thread that
+ * has not run since the previous pass emitted its stacks still has them, so
+ * say so instead, and userspace reuses the ones it decoded then. */
+static __always_inline void offcpu_stacks(struct task_struct *task, struct thread_state *s,
+					  struct task_sample *r, bool user)
 {
 	__u64 arrival = task->sched_info.last_arrival;
 	__u32 gen = pass_gen;
-	long len = 0;
+	struct pt_regs *regs;
+	bool trunc = false;
 
 	if (!s)
 		s = state_of(task);
-	if (s && s->stack_gen + 1 == gen && s->stack_arrival == arrival)
+	if (s && s->stack_gen + 1 == gen && s->stack_arrival == arrival) {
 		r->flags |= XF_STACK_SAME;
-	else
-		len = bpf_get_task_stack(task, r->kstack, sizeof(r->kstack), 0);
+	} else {
+		r->kstack_len = bpf_get_task_stack(task, r->kstack, sizeof(r->kstack), 0);
+		regs = (struct pt_regs *)bpf_task_pt_regs(task);
+		if (user && regs) {
+			r->ustack_len = walk_user_task(task, regs, r->ustack, &trunc) * 8;
+			r->flags |= trunc ? XF_USTACK_TRUNC : 0;
+		}
+		/* The walk may sleep on a page fault: if the thread ran meanwhile,
+		 * what was read is a mix of two moments. Better none. */
+		if (task->sched_info.last_arrival != arrival || task->on_cpu) {
+			r->kstack_len = 0;
+			r->ustack_len = 0;
+			r->flags &= ~XF_USTACK_TRUNC;
+			arrival = 0;
+		}
+	}
 	if (s) {
 		s->stack_gen = gen;
 		s->stack_arrival = arrival;
 	}
-	return len;
 }
 
-SEC("iter/task")
+SEC("iter.s/task")
 int dump_tasks(struct bpf_iter__task *ctx)
 {
 	struct seq_file *seq = ctx->meta->seq;
@@ -253,7 +453,8 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	struct task_sample *r;
 	__u32 zero = 0, tgid, state, exit_state;
 	unsigned int pflags;
-	long len;
+	bool user;
+	__u32 klen, ulen;
 
 	if (!task)
 		return 0;
@@ -273,7 +474,7 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	r = bpf_map_lookup_elem(&scratch, &zero);
 	if (!r)
 		return 0;
-	__builtin_memset(r, 0, sizeof(*r) - sizeof(r->kstack));
+	__builtin_memset(r, 0, offsetof(struct task_sample, kstack));
 
 	pflags = task->flags;
 	r->now_ns = pass_now_ns;
@@ -312,16 +513,33 @@ int dump_tasks(struct bpf_iter__task *ctx)
 		r->waker_tid = s->waker_tid;
 	}
 
-	/* Saved registers and stack are stable only while the thread is off CPU. */
-	len = 0;
-	if (!task->on_cpu && !exit_state) {
+	/* Saved registers and stacks are stable only while the thread is off CPU. */
+	user = user_stacks && !(pflags & NO_USER_STACK);
+	if (r->flags & XF_ON_CPU) {
+		profile_stacks(task, r);
+	} else if (!exit_state) {
 		if (!(pflags & PF_KTHREAD))
 			read_user_regs(task, r);
-		len = kernel_stack(task, s, r);
+		offcpu_stacks(task, s, r, user);
 	}
-	r->kstack_len = len;
-	bpf_seq_write(seq, r, sizeof(*r) - sizeof(r->kstack));
-	if (len > 0 && len <= sizeof(r->kstack))
-		bpf_seq_write(seq, r->kstack, len);
+	/* Negative: the unwinder failed; either way nothing follows the header. */
+	if (r->kstack_len < 0 || r->kstack_len > sizeof(r->kstack))
+		r->kstack_len = 0;
+	if (r->ustack_len < 0 || r->ustack_len > sizeof(r->ustack))
+		r->ustack_len = 0;
+	bpf_seq_write(seq, r, offsetof(struct task_sample, kstack));
+	/* Fresh bounds checks on fresh registers: what the verifier can follow. */
+	klen = r->kstack_len;
+	if (klen > sizeof(r->kstack))
+		klen = 0;
+	barrier_var(klen);
+	if (klen)
+		bpf_seq_write(seq, r->kstack, klen);
+	ulen = r->ustack_len;
+	if (ulen > sizeof(r->ustack))
+		ulen = 0;
+	barrier_var(ulen);
+	if (ulen)
+		bpf_seq_write(seq, r->ustack, ulen);
 	return 0;
 }

@@ -6,6 +6,7 @@
 
 #define XTOP_COMM_LEN 16
 #define XTOP_KSTACK_DEPTH 32
+#define XTOP_USTACK_DEPTH 32 /* a power of two: indexes are masked with it */
 
 /* flags in task_sample.flags */
 #define XF_ON_CPU        (1 << 0) /* task->on_cpu: currently on a CPU */
@@ -18,7 +19,9 @@
 #define XF_SEEN_SWITCH   (1 << 7) /* sched_switch hooks saw this thread go off or on CPU */
 #define XF_SEEN_WAKEUP   (1 << 8) /* sched_wakeup hooks saw this thread being woken */
 #define XF_KTHREAD       (1 << 9) /* PF_KTHREAD */
-#define XF_STACK_SAME    (1 << 10) /* not run since the previous pass: same kernel stack as then */
+#define XF_STACK_SAME    (1 << 10) /* not run since the previous pass: same kernel and user stacks as then */
+#define XF_USTACK_TRUNC  (1 << 11) /* user frame-pointer walk stopped before the root */
+#define XF_ONCPU_STACK   (1 << 12) /* stacks of a running thread, from the on-CPU profile */
 
 /* Long-lived state of one thread, in task local storage (freed with the task).
  * Times named *_rq are the scheduler's clock (rq->clock, as in task->sched_info),
@@ -60,9 +63,25 @@ struct task_sample {
 	__s32 regs_nr;         /* from saved registers, valid with XF_REGS_VALID; -1: none */
 	__s32 cpu;
 	__s32 kstack_len;      /* bytes of kstack filled, <0 on error */
+	__s32 ustack_len;      /* bytes of ustack filled */
+	__u32 pad;
 	char comm[XTOP_COMM_LEN];
 	char pcomm[XTOP_COMM_LEN];
+	/* Written after the header: kstack_len bytes of kstack, then ustack_len of ustack. */
 	__u64 kstack[XTOP_KSTACK_DEPTH];
+	__u64 ustack[XTOP_USTACK_DEPTH]; /* leaf first: ip, then return addresses */
+};
+
+/* Latest on-CPU profile sample of a thread (task local storage). */
+struct cpu_stack {
+	__u64 seq;             /* odd while being written */
+	__u64 stamp_rq;        /* scheduler clock when taken (compare: sched_info.last_arrival) */
+	__s32 kstack_len;
+	__s32 ustack_len;
+	__u32 flags;           /* XF_USTACK_TRUNC */
+	__u32 pad;
+	__u64 kstack[XTOP_KSTACK_DEPTH];
+	__u64 ustack[XTOP_USTACK_DEPTH];
 };
 
 #endif

@@ -9,12 +9,15 @@ use anyhow::{Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Iter, Link, MapCore, MapFlags, OpenObject};
 
+use super::profile;
 use super::skel::{XtopSkel, XtopSkelBuilder};
+use super::SamplerOptions;
 
 pub struct Bpf<'obj> {
     skel: XtopSkel<'obj>,
     iter_link: Link,
     _hooks: Vec<(&'static str, Link)>,
+    _profile: Vec<Link>,
     pub warnings: Vec<String>,
 }
 
@@ -43,6 +46,9 @@ const HOOKS: [(&str, &str, Option<&str>); 6] = [
     ),
 ];
 
+/// What the on-CPU profile feeds, for the warning when it cannot run.
+const PROFILE_FEEDS: &str = "running threads shown without stacks";
+
 fn silence_libbpf() {
     // libbpf's own log is verbose; our errors name what failed. XTOP_DEBUG=1 shows it.
     if std::env::var_os("XTOP_DEBUG").is_none() {
@@ -51,12 +57,13 @@ fn silence_libbpf() {
 }
 
 impl<'obj> Bpf<'obj> {
-    pub fn load(storage: &'obj mut MaybeUninit<OpenObject>, track_syscalls: bool) -> Result<Self> {
+    pub fn load(storage: &'obj mut MaybeUninit<OpenObject>, opts: &SamplerOptions) -> Result<Self> {
         silence_libbpf();
+        let track_syscalls = opts.track_syscalls;
         let open = XtopSkelBuilder::default()
             .open(storage)
             .context("cannot open the BPF object")?;
-        let skel = open
+        let mut skel = open
             .load()
             .context("the kernel refused xtop's BPF programs (XTOP_DEBUG=1 shows libbpf's log)")?;
         let mut hooks = Vec::new();
@@ -103,6 +110,22 @@ impl<'obj> Bpf<'obj> {
                 _ => true,
             },
         );
+        let profile = if opts.profile_hz == 0 {
+            Vec::new()
+        } else if disabled.iter().any(|d| d == "perf_event") {
+            warnings.push(format!(
+                "cannot attach perf_event (disabled by XTOP_DISABLE_HOOKS): {PROFILE_FEEDS}"
+            ));
+            Vec::new()
+        } else {
+            profile::attach(&skel.progs.profile_cpu, opts.profile_hz).unwrap_or_else(|e| {
+                warnings.push(format!("cannot attach perf_event ({e:#}): {PROFILE_FEEDS}"));
+                Vec::new()
+            })
+        };
+        if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
+            bss.user_stacks = opts.user_stacks;
+        }
         let iter_link = skel
             .progs
             .dump_tasks
@@ -112,6 +135,7 @@ impl<'obj> Bpf<'obj> {
             skel,
             iter_link,
             _hooks: hooks,
+            _profile: profile,
             warnings,
         })
     }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::model::{Stack, State, Syscall, ThreadSample};
-use crate::symbols::KernelSymbols;
+use crate::symbols::{KernelSymbols, UserSymbols};
 
 use super::procinfo::ProcCache;
 use super::skel::types::task_sample as RawSample;
@@ -21,12 +21,27 @@ const XF_SEEN_SWITCH: u32 = 1 << 7;
 const XF_SEEN_WAKEUP: u32 = 1 << 8;
 const XF_KTHREAD: u32 = 1 << 9;
 const XF_STACK_SAME: u32 = 1 << 10;
+const XF_USTACK_TRUNC: u32 = 1 << 11;
 
-/// Bytes of a record before its variable-length kernel stack.
-pub const HEADER_LEN: usize = std::mem::size_of::<RawSample>() - std::mem::size_of::<[u64; 32]>();
+/// Bytes of a record before its variable-length stacks.
+pub const HEADER_LEN: usize = std::mem::offset_of!(RawSample, kstack);
+
+/// Copies `len` bytes (clamped to the array) of 8-byte addresses from `buf`.
+fn read_stack(buf: &[u8], len: i32, out: &mut [u64; 32], what: &str, off: usize) -> Result<usize, String> {
+    let bytes = usize::try_from(len).unwrap_or(0).min(out.len() * 8) & !7;
+    if buf.len() < bytes {
+        return Err(format!("truncated {what} stack at byte {off}"));
+    }
+    *out = [0; 32];
+    for (i, chunk) in buf[..bytes].chunks_exact(8).enumerate() {
+        out[i] = u64::from_ne_bytes(chunk.try_into().expect("8-byte chunk"));
+    }
+    Ok(bytes)
+}
 
 /// Splits the iterator's byte stream into records. A record is a fixed header
-/// followed by `kstack_len` bytes of stack; a short tail is reported, not guessed.
+/// followed by `kstack_len` bytes of kernel stack and `ustack_len` bytes of
+/// user stack; a short tail is reported, not guessed.
 pub fn parse_records(buf: &[u8], mut f: impl FnMut(&RawSample)) -> Result<usize, String> {
     let mut off = 0;
     let mut n = 0;
@@ -45,17 +60,8 @@ pub fn parse_records(buf: &[u8], mut f: impl FnMut(&RawSample)) -> Result<usize,
             )
         };
         off += HEADER_LEN;
-        let stack_bytes = usize::try_from(rec.kstack_len)
-            .unwrap_or(0)
-            .min(rec.kstack.len() * 8);
-        if buf.len() - off < stack_bytes {
-            return Err(format!("truncated kernel stack at byte {off}"));
-        }
-        rec.kstack = [0; 32];
-        for (i, chunk) in buf[off..off + stack_bytes].chunks_exact(8).enumerate() {
-            rec.kstack[i] = u64::from_ne_bytes(chunk.try_into().expect("8-byte chunk"));
-        }
-        off += stack_bytes;
+        off += read_stack(&buf[off..], rec.kstack_len, &mut rec.kstack, "kernel", off)?;
+        off += read_stack(&buf[off..], rec.ustack_len, &mut rec.ustack, "user", off)?;
         f(&rec);
         n += 1;
     }
@@ -107,13 +113,15 @@ fn since(now: u64, then: u64, seen: bool) -> Option<u64> {
     (seen && now != 0 && then != 0).then(|| now.saturating_sub(then))
 }
 
-/// Kernel stacks of the previous pass by tid: the BPF side sends no stack for a
-/// thread that has not run since then (XF_STACK_SAME), and we reuse this one.
+/// Stacks of the previous pass by tid: the BPF side sends none for a thread
+/// that has not run since then (XF_STACK_SAME), and we reuse these.
 #[derive(Default)]
 pub struct StackMemo {
-    prev: HashMap<u32, Arc<Stack>>,
-    cur: HashMap<u32, Arc<Stack>>,
+    prev: HashMap<u32, Stacks>,
+    cur: HashMap<u32, Stacks>,
 }
+
+type Stacks = (Option<Arc<Stack>>, Option<Arc<Stack>>);
 
 impl StackMemo {
     /// Call after each pass: this pass's stacks become the ones to reuse.
@@ -122,34 +130,42 @@ impl StackMemo {
         self.cur.clear();
     }
 
-    fn kernel_stack(&mut self, r: &RawSample, syms: &mut KernelSymbols) -> Option<Arc<Stack>> {
-        let stack = if r.flags & XF_STACK_SAME != 0 {
-            self.prev.get(&r.tid).cloned()
-        } else if r.kstack_len > 0 {
-            let n = (r.kstack_len as usize / 8).min(r.kstack.len());
-            Some(syms.stack(&r.kstack[..n]))
+    /// Kernel and user stacks of a record.
+    fn stacks(&mut self, r: &RawSample, syms: &mut KernelSymbols, usyms: &mut UserSymbols) -> Stacks {
+        let stacks = if r.flags & XF_STACK_SAME != 0 {
+            self.prev.get(&r.tid).cloned().unwrap_or_default()
         } else {
-            None
+            let n = |len: i32| (len.max(0) as usize / 8).min(32);
+            let k = (r.kstack_len > 0).then(|| syms.stack(&r.kstack[..n(r.kstack_len)]));
+            let u = (r.ustack_len > 0).then(|| {
+                let trunc = r.flags & XF_USTACK_TRUNC != 0;
+                usyms.stack(r.tgid, r.start_ns, &r.ustack[..n(r.ustack_len)], trunc)
+            });
+            (k, u)
         };
-        if let Some(s) = &stack {
-            self.cur.insert(r.tid, s.clone());
+        if stacks.0.is_some() || stacks.1.is_some() {
+            self.cur.insert(r.tid, stacks.clone());
         }
-        stack
+        stacks
     }
 }
 
-pub fn decode(
-    r: &RawSample,
-    procs: &mut ProcCache,
-    syms: &mut KernelSymbols,
-    memo: &mut StackMemo,
-) -> ThreadSample {
+/// The caches `decode` joins records with.
+pub struct Ctx<'a> {
+    pub procs: &'a mut ProcCache,
+    pub syms: &'a mut KernelSymbols,
+    pub usyms: &'a mut UserSymbols,
+    pub memo: &'a mut StackMemo,
+}
+
+pub fn decode(r: &RawSample, ctx: &mut Ctx) -> ThreadSample {
+    let procs = &mut *ctx.procs;
     let on_cpu = r.flags & XF_ON_CPU != 0;
     let kthread = r.flags & XF_KTHREAD != 0;
     let as_bytes = |c: &[i8; 16]| c.map(|b| b as u8);
     let switch_seen = r.flags & XF_SEEN_SWITCH != 0;
     let wakeup_seen = r.flags & XF_SEEN_WAKEUP != 0;
-    let kstack = memo.kernel_stack(r, syms);
+    let (kstack, ustack) = ctx.memo.stacks(r, ctx.syms, ctx.usyms);
     ThreadSample {
         tid: r.tid,
         tgid: r.tgid,
@@ -170,7 +186,7 @@ pub fn decode(
         runq_wait_ns: since(r.now_rq, r.last_queued_rq, !on_cpu),
         waker_tid: wakeup_seen.then_some(r.waker_tid),
         kstack,
-        ustack: None,
+        ustack,
     }
 }
 
@@ -231,6 +247,11 @@ mod tests {
         assert_eq!(syscall_of(&raw(XF_KTHREAD)), Syscall::None);
     }
 
+    fn bytes(r: &RawSample, len: usize) -> Vec<u8> {
+        // SAFETY: reading the POD record as bytes.
+        unsafe { std::slice::from_raw_parts((r as *const RawSample).cast::<u8>(), len) }.to_vec()
+    }
+
     #[test]
     fn parses_variable_length_records_and_rejects_torn_ones() {
         let mut a = raw(XF_ON_CPU);
@@ -238,40 +259,76 @@ mod tests {
         let mut b = raw(0);
         b.tid = 2;
         b.kstack_len = 16;
-        b.kstack[0] = 0xaaaa;
-        b.kstack[1] = 0xbbbb;
-        let bytes = |r: &RawSample, len: usize| {
-            // SAFETY: reading the POD record as bytes.
-            unsafe { std::slice::from_raw_parts((r as *const RawSample).cast::<u8>(), len) }.to_vec()
-        };
+        b.kstack[..2].copy_from_slice(&[0xaaaa, 0xbbbb]);
+        b.ustack_len = 24;
+        b.ustack[..3].copy_from_slice(&[0x1, 0x2, 0x3]);
+        let mut c = raw(0);
+        c.tid = 3;
+        c.ustack_len = 8;
+        c.ustack[0] = 0x4;
         let mut buf = bytes(&a, HEADER_LEN);
         buf.extend(bytes(&b, HEADER_LEN + 16));
+        buf.extend(b.ustack[..3].iter().flat_map(|x| x.to_ne_bytes()));
+        buf.extend(bytes(&c, HEADER_LEN));
+        buf.extend(0x4u64.to_ne_bytes());
         let mut seen = vec![];
+        let r = parse_records(&buf, |r| {
+            seen.push((r.tid, r.kstack[..2].to_vec(), r.ustack[..3].to_vec()))
+        });
+        assert_eq!(r, Ok(3));
         assert_eq!(
-            parse_records(&buf, |r| seen.push((r.tid, r.kstack[..2].to_vec()))),
-            Ok(2)
+            seen,
+            [
+                (1, vec![0, 0], vec![0, 0, 0]),
+                (2, vec![0xaaaa, 0xbbbb], vec![1, 2, 3]),
+                (3, vec![0, 0], vec![4, 0, 0]),
+            ]
         );
-        assert_eq!(seen, [(1, vec![0, 0]), (2, vec![0xaaaa, 0xbbbb])]);
-        assert!(parse_records(&buf[..buf.len() - 8], |_| {}).is_err());
-        assert!(parse_records(&buf[..10], |_| {}).is_err());
+        let cut = |n: usize| parse_records(&buf[..n], |_| {});
+        assert!(cut(buf.len() - 4).unwrap_err().contains("user stack"));
+        let b_end = 2 * HEADER_LEN + 16 + 24;
+        assert_eq!(cut(b_end), Ok(2));
+        assert!(cut(b_end - 8).unwrap_err().contains("user stack"));
+        assert!(cut(2 * HEADER_LEN + 8).unwrap_err().contains("kernel stack"));
+        assert!(cut(10).unwrap_err().contains("header"));
     }
 
     #[test]
-    fn unchanged_threads_reuse_the_previous_pass_stack() {
+    fn unchanged_threads_reuse_the_previous_pass_stacks() {
         let mut syms = KernelSymbols::new();
+        let mut usyms = UserSymbols::new();
         let mut memo = StackMemo::default();
         let mut r = raw(0);
         r.tid = 7;
         r.kstack_len = 16;
         r.kstack[..2].copy_from_slice(&[0x10, 0x20]);
-        let first = memo.kernel_stack(&r, &mut syms).unwrap();
+        r.ustack_len = 8;
+        r.ustack[0] = 0x30;
+        let (k, u) = memo.stacks(&r, &mut syms, &mut usyms);
+        let (k, u) = (k.unwrap(), u.unwrap());
+        assert!(!u.truncated());
         memo.end_pass();
         let mut same = raw(XF_STACK_SAME);
         same.tid = 7;
-        assert!(Arc::ptr_eq(&memo.kernel_stack(&same, &mut syms).unwrap(), &first));
+        let (k2, u2) = memo.stacks(&same, &mut syms, &mut usyms);
+        assert!(Arc::ptr_eq(&k2.unwrap(), &k));
+        assert!(Arc::ptr_eq(&u2.unwrap(), &u));
         memo.end_pass();
         memo.end_pass(); // a pass without thread 7: nothing left to reuse
-        assert_eq!(memo.kernel_stack(&same, &mut syms), None);
+        assert_eq!(memo.stacks(&same, &mut syms, &mut usyms), (None, None));
+    }
+
+    #[test]
+    fn user_stacks_carry_truncation_and_absence() {
+        let (mut syms, mut usyms, mut memo) =
+            (KernelSymbols::new(), UserSymbols::new(), StackMemo::default());
+        let mut r = raw(XF_USTACK_TRUNC);
+        r.ustack_len = 8;
+        r.ustack[0] = 0x30;
+        let (k, u) = memo.stacks(&r, &mut syms, &mut usyms);
+        assert_eq!(k, None);
+        assert!(u.unwrap().truncated());
+        assert_eq!(memo.stacks(&raw(0), &mut syms, &mut usyms), (None, None));
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod bpf;
 pub mod decode;
 mod privilege;
 mod procinfo;
+mod profile;
 
 #[allow(clippy::all, dead_code, unused_imports)]
 mod skel {
@@ -23,7 +24,7 @@ use anyhow::{anyhow, Context, Result};
 use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 
 use crate::model::{Arch, PassCost, Session, Snapshot};
-use crate::symbols::KernelSymbols;
+use crate::symbols::{KernelSymbols, UserSymbols};
 
 pub use privilege::check as check_privileges;
 
@@ -41,7 +42,16 @@ pub struct SamplerOptions {
     /// Off by default: on the reference machine the syscall tracepoints alone
     /// add ~100 ns to every syscall of every thread (benches/sampler.rs).
     pub track_syscalls: bool,
+    /// Walk user stacks (frame pointers) of off-CPU threads at each pass and
+    /// of running threads in the on-CPU profile.
+    pub user_stacks: bool,
+    /// On-CPU profile rate per CPU (stacks of running threads); 0: off.
+    pub profile_hz: u32,
 }
+
+/// Default on-CPU profile rate: a prime, so it does not beat with periodic work.
+pub const DEFAULT_PROFILE_HZ: u32 = 49;
+pub use profile::MAX_HZ as MAX_PROFILE_HZ;
 
 impl Default for SamplerOptions {
     fn default() -> Self {
@@ -50,6 +60,8 @@ impl Default for SamplerOptions {
             all: false,
             pids: vec![],
             track_syscalls: false,
+            user_stacks: true,
+            profile_hz: DEFAULT_PROFILE_HZ,
         }
     }
 }
@@ -67,6 +79,12 @@ impl SamplerOptions {
         }
         if self.track_syscalls {
             v.push("--track-syscalls".into());
+        }
+        if !self.user_stacks {
+            v.push("--no-user-stacks".into());
+        }
+        if self.profile_hz != DEFAULT_PROFILE_HZ {
+            v.push(format!("--profile-hz {}", self.profile_hz));
         }
         v.join(" ")
     }
@@ -238,15 +256,14 @@ fn run(
     ready: Ready,
 ) {
     let mut storage = MaybeUninit::uninit();
-    let mut bpf = match bpf::Bpf::load(&mut storage, opts.track_syscalls)
-        .and_then(|mut b| b.set_pid_filter(&opts.pids).map(|_| b))
-    {
-        Ok(b) => b,
-        Err(e) => {
-            let _ = ready.send(Err(format!("{e:#}")));
-            return;
-        }
-    };
+    let mut bpf =
+        match bpf::Bpf::load(&mut storage, &opts).and_then(|mut b| b.set_pid_filter(&opts.pids).map(|_| b)) {
+            Ok(b) => b,
+            Err(e) => {
+                let _ = ready.send(Err(format!("{e:#}")));
+                return;
+            }
+        };
     let _ = ready.send(Ok(std::mem::take(&mut bpf.warnings)));
 
     let mut pass = Pass::default();
@@ -307,6 +324,7 @@ struct Pass {
     buf: Vec<u8>,
     procs: procinfo::ProcCache,
     syms: KernelSymbols,
+    usyms: UserSymbols,
     memo: decode::StackMemo,
     gen: u32,
 }
@@ -322,10 +340,15 @@ impl Pass {
         let t1 = Instant::now();
         self.procs.begin_pass();
         let mut samples = Vec::new();
-        let (procs, syms, memo) = (&mut self.procs, &mut self.syms, &mut self.memo);
-        decode::parse_records(&self.buf, |r| samples.push(decode::decode(r, procs, syms, memo)))
+        let mut ctx = decode::Ctx {
+            procs: &mut self.procs,
+            syms: &mut self.syms,
+            usyms: &mut self.usyms,
+            memo: &mut self.memo,
+        };
+        decode::parse_records(&self.buf, |r| samples.push(decode::decode(r, &mut ctx)))
             .map_err(|e| anyhow!("malformed task iterator output: {e}"))?;
-        memo.end_pass();
+        self.memo.end_pass();
         let cost = PassCost {
             walk_ns: (t1 - t0).as_nanos() as u64,
             decode_ns: t1.elapsed().as_nanos() as u64,
@@ -369,5 +392,11 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(o.describe(), "-i 1s --all -p 1,2 --track-syscalls");
+        let o = SamplerOptions {
+            user_stacks: false,
+            profile_hz: 0,
+            ..Default::default()
+        };
+        assert_eq!(o.describe(), "-i 1s --no-user-stacks --profile-hz 0");
     }
 }

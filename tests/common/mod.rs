@@ -1,4 +1,5 @@
 #![allow(dead_code)] // each test binary uses part of the helpers
 
+pub mod markers;
 pub mod observe;
 pub mod workload;

@@ -4,11 +4,12 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::workload::{self as w, Workload};
 use xtop::dimensions;
+use xtop::model::Stack;
 use xtop::sampler::{Sampler, SamplerOptions};
 
 /// The workload saturates the CPUs: one test at a time.
@@ -218,4 +219,52 @@ pub fn opts(all: bool) -> SamplerOptions {
         all,
         ..Default::default()
     }
+}
+
+/// The stacks xtop reported for one thread in one pass.
+#[derive(Debug, Clone)]
+pub struct StackObs {
+    pub state: String,
+    pub kstack: Option<Arc<Stack>>,
+    pub ustack: Option<Arc<Stack>>,
+}
+
+impl StackObs {
+    pub fn kframes(&self) -> &[Arc<str>] {
+        self.kstack.as_deref().map_or(&[], |s| &s.frames)
+    }
+
+    pub fn uframes(&self) -> &[Arc<str>] {
+        self.ustack.as_deref().map_or(&[], |s| &s.frames)
+    }
+
+    pub fn kernel_has(&self, any_of: &[&str]) -> bool {
+        self.kframes()
+            .iter()
+            .any(|f| any_of.iter().any(|a| f.contains(a)))
+    }
+
+    pub fn user_has(&self, name: &str) -> bool {
+        self.uframes().iter().any(|f| &**f == name)
+    }
+}
+
+pub fn sample_stacks(opts: SamplerOptions, passes: usize) -> HashMap<String, Vec<StackObs>> {
+    let sampler = on_cpu0(|| Sampler::start(opts)).expect("BPF sampler must load (run as root)");
+    let mut by_comm: HashMap<String, Vec<StackObs>> = HashMap::new();
+    for _ in 0..passes {
+        let snap = sampler
+            .receiver()
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a snapshot");
+        for s in snap.samples {
+            by_comm.entry(s.comm.to_string()).or_default().push(StackObs {
+                state: s.state.to_string(),
+                kstack: s.kstack,
+                ustack: s.ustack,
+            });
+        }
+    }
+    sampler.stop().unwrap();
+    by_comm
 }

@@ -4,7 +4,8 @@
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -22,6 +23,8 @@ pub const PIPE: &str = "xt_pipe";
 pub const DIO: &str = "xt_dio";
 pub const STOPPED: &str = "xt_stopped";
 pub const ZOMBIE: &str = "xt_zombie";
+/// Asleep with a garbage frame pointer (see `markers::xt_badfp_marker`).
+pub const BADFP: &str = "xt_badfp";
 
 const DIO_FILE_MB: usize = 64;
 const DIO_CHUNK: usize = 1 << 20;
@@ -104,11 +107,11 @@ fn dio_reader(path: &Path, stop: &AtomicBool) {
     let layout = Layout::from_size_align(DIO_CHUNK, 4096).unwrap();
     // SAFETY: the layout is non-zero-sized; freed below.
     let buf = unsafe { alloc_zeroed(layout) };
-    let slice = unsafe { std::slice::from_raw_parts_mut(buf, DIO_CHUNK) };
     let mut i = 0;
     while !stop.load(Ordering::Relaxed) {
         let off = ((i * 7919) % DIO_FILE_MB * DIO_CHUNK) as u64;
-        f.read_at(slice, off).expect("O_DIRECT read");
+        let n = super::markers::xt_dio_marker(f.as_raw_fd(), buf, DIO_CHUNK, off);
+        assert_eq!(n, DIO_CHUNK as i64, "O_DIRECT read");
         i += 1;
     }
     unsafe { dealloc(buf, layout) };
@@ -137,7 +140,7 @@ impl Workload {
             SPIN,
             Box::new(move |s| {
                 pin_to_cpu(ncpus - 1);
-                spin_until(s)
+                super::markers::xt_spin_marker(s)
             }),
         );
         for _ in 0..3 {
@@ -159,16 +162,19 @@ impl Workload {
         );
         // Never wakes while sampled (a napper can be caught runnable); left
         // running when the workload stops, like any idle thread of a process.
-        let ready = ready_tx.clone();
-        std::thread::Builder::new()
-            .name(SLEEP.into())
-            .spawn(move || {
-                ready.send(()).unwrap();
-                loop {
-                    std::thread::sleep(Duration::from_secs(3600));
-                }
-            })
-            .unwrap();
+        for (name, f) in [
+            (SLEEP, super::markers::xt_sleep_marker as extern "C" fn()),
+            (BADFP, super::markers::xt_badfp_marker),
+        ] {
+            let ready = ready_tx.clone();
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || {
+                    ready.send(()).unwrap();
+                    f()
+                })
+                .unwrap();
+        }
         let (mut reader, writer) = pipe();
         spawn(
             PIPE,
@@ -179,7 +185,7 @@ impl Workload {
         );
         let path = make_dio_file(dir);
         spawn(DIO, Box::new(move |s| dio_reader(&path, s)));
-        for _ in 0..threads.len() + 1 {
+        for _ in 0..threads.len() + 2 {
             ready_rx
                 .recv_timeout(Duration::from_secs(30))
                 .expect("workload thread did not start");

@@ -1,0 +1,137 @@
+//! End to end: kernel and user stacks of the workload's threads, off CPU (read
+//! at pass time) and on CPU (from the profile). Needs root; CI runs it as root.
+#![cfg(target_arch = "x86_64")] // the workload's markers issue x86-64 syscalls inline
+
+mod common;
+
+use common::observe::*;
+use common::workload as w;
+use xtop::sampler::SamplerOptions;
+
+fn dump(obs: &[StackObs]) -> String {
+    obs.iter()
+        .map(|o| format!("{} k={:?} u={:?}\n", o.state, o.kframes(), o.uframes()))
+        .collect()
+}
+
+fn of<'a>(by: &'a std::collections::HashMap<String, Vec<StackObs>>, comm: &str) -> &'a [StackObs] {
+    by.get(comm).map_or(&[], |v| v)
+}
+
+#[test]
+fn running_thread_stacks_come_from_the_profile() {
+    let Some(_live) = live_workload() else { return };
+    // A stack is shown only if the profile caught the thread since it last got
+    // the CPU: at 1 kHz that happens even on a busy test machine, where the
+    // spinner's stints on its CPU are short.
+    let by = sample_stacks(
+        SamplerOptions {
+            profile_hz: 1000,
+            ..opts(false)
+        },
+        30,
+    );
+    let run: Vec<&StackObs> = of(&by, w::SPIN).iter().filter(|o| o.state == "RUN").collect();
+    assert!(
+        run.iter().any(|o| o.ustack.is_some()),
+        "no running sample with a stack: {}",
+        dump(of(&by, w::SPIN))
+    );
+    for o in run.iter().filter(|o| o.ustack.is_some()) {
+        assert!(o.user_has("xt_spin_marker"), "{}", dump(&[(*o).clone()]));
+    }
+    // Without the profile a running thread has no stack at all: the stacks above came from it.
+    let by = sample_stacks(
+        SamplerOptions {
+            profile_hz: 0,
+            ..opts(false)
+        },
+        10,
+    );
+    let run: Vec<&StackObs> = of(&by, w::SPIN).iter().filter(|o| o.state == "RUN").collect();
+    assert!(!run.is_empty());
+    assert!(
+        run.iter().all(|o| o.kstack.is_none() && o.ustack.is_none()),
+        "{}",
+        dump(of(&by, w::SPIN))
+    );
+}
+
+#[test]
+fn sleeper_shows_the_nanosleep_path_and_its_caller() {
+    let Some(_live) = live_workload() else { return };
+    // The sleeper never runs: after the first pass its stacks are reused (XF_STACK_SAME), and
+    // must still be there in every pass.
+    let by = sample_stacks(opts(true), 5);
+    let obs = of(&by, w::SLEEP);
+    assert!(obs.len() >= 5, "{}", dump(obs));
+    assert!(!obs.is_empty(), "sleeper not reported");
+    for o in obs {
+        assert!(
+            o.kernel_has(&["do_nanosleep", "hrtimer_nanosleep"]),
+            "{}",
+            dump(obs)
+        );
+        let u = o.uframes();
+        assert_eq!(u.first().map(|f| &**f), Some("xt_sleep_marker"), "{}", dump(obs));
+        assert!(!o.ustack.as_ref().unwrap().truncated(), "{}", dump(obs));
+    }
+}
+
+#[test]
+fn direct_io_reader_waits_in_block_io() {
+    let Some(_live) = live_workload() else { return };
+    let by = sample_stacks(opts(false), 20);
+    let obs = of(&by, w::DIO);
+    let disk: Vec<&StackObs> = obs.iter().filter(|o| o.state == "DISK").collect();
+    assert!(!disk.is_empty(), "reader never in DISK: {}", dump(obs));
+    for o in disk {
+        assert!(
+            o.kernel_has(&[
+                "io_schedule",
+                "iomap_dio_rw",
+                "blkdev_read_iter",
+                "submit_bio_wait"
+            ]),
+            "{}",
+            dump(obs)
+        );
+        assert!(o.user_has("xt_dio_marker"), "{}", dump(obs));
+    }
+}
+
+#[test]
+fn no_user_stacks_means_none() {
+    let Some(_live) = live_workload() else { return };
+    let by = sample_stacks(
+        SamplerOptions {
+            user_stacks: false,
+            ..opts(true)
+        },
+        5,
+    );
+    assert!(
+        by.values().flatten().all(|o| o.ustack.is_none()),
+        "user stack despite --no-user-stacks"
+    );
+    // Kernel stacks are still there.
+    assert!(of(&by, w::SLEEP)
+        .iter()
+        .all(|o| o.kernel_has(&["do_nanosleep", "hrtimer_nanosleep"])));
+}
+
+#[test]
+fn a_walk_that_cannot_reach_the_root_is_marked_truncated() {
+    let Some(_live) = live_workload() else { return };
+    let by = sample_stacks(opts(true), 5);
+    let obs = of(&by, w::BADFP);
+    assert!(!obs.is_empty(), "bad-frame-pointer thread not reported");
+    for o in obs {
+        let u = o
+            .ustack
+            .as_ref()
+            .unwrap_or_else(|| panic!("no user stack: {}", dump(obs)));
+        assert!(u.truncated(), "{}", dump(obs));
+        assert_eq!(&*u.frames[0], "xt_badfp_marker", "{}", dump(obs));
+    }
+}
