@@ -89,6 +89,25 @@ pub fn sample_cli(args: &[&str]) -> ByComm {
 }
 
 /// Rows of xtop's per-sample CSV (batch, report or export), by thread name.
+/// One CSV row (RFC 4180 quoting: `"a,b"`, `""` for a quote; one row per line).
+pub fn split_csv(line: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                chars.next();
+                out.last_mut().expect("a field").push('"');
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => out.push(String::new()),
+            _ => out.last_mut().expect("a field").push(c),
+        }
+    }
+    out
+}
+
 pub fn parse_csv(text: &str) -> ByComm {
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().expect("CSV header").split(',').collect();
@@ -107,20 +126,19 @@ pub fn parse_csv(text: &str) -> ByComm {
     );
     let mut by_comm = ByComm::new();
     for line in lines {
-        // Our workload's fields hold no commas or quotes; others may (cmdlines): keep it simple
-        // by only looking at rows whose leading columns parse.
-        let f: Vec<&str> = line.split(',').collect();
+        // Cmdlines and stack columns (Rust generics: `<A, B>`) hold commas: quoted fields.
+        let f = split_csv(line);
         if f.len() < header.len() {
             continue;
         }
         let o = Obs {
-            comm: f[comm].into(),
-            tgid: f[tgid].into(),
-            state: f[state].into(),
-            syscall: f[syscall].into(),
-            so_far: f[so_far].into(),
+            comm: f[comm].clone(),
+            tgid: f[tgid].clone(),
+            state: f[state].clone(),
+            syscall: f[syscall].clone(),
+            so_far: f[so_far].clone(),
             shown: String::new(),
-            runq_wait: f[col("RUNQ_WAIT_NS")].into(),
+            runq_wait: f[col("RUNQ_WAIT_NS")].clone(),
         };
         by_comm.entry(o.comm.clone()).or_default().push(o);
     }
