@@ -153,9 +153,55 @@ fn with_xtop<T>(opts: SamplerOptions, f: impl FnOnce() -> T) -> T {
     r
 }
 
+/// A child process (this bench, re-executed) holding blocked threads until its stdin closes.
+struct SleeperProcess(std::process::Child);
+
+impl SleeperProcess {
+    fn start(n: usize) -> SleeperProcess {
+        use std::io::Read;
+        let mut child = std::process::Command::new(std::env::current_exe().expect("own path"))
+            .args(["--sleeper-process", &n.to_string()])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn the sleeper process");
+        let mut ready = [0u8; 1];
+        child
+            .stdout
+            .take()
+            .expect("piped")
+            .read_exact(&mut ready)
+            .expect("sleepers ready");
+        SleeperProcess(child)
+    }
+}
+
+impl Drop for SleeperProcess {
+    fn drop(&mut self) {
+        drop(self.0.stdin.take());
+        let _ = self.0.wait();
+    }
+}
+
+fn sleeper_process(n: usize) {
+    use std::io::{Read, Write};
+    let _s = sleepers(n);
+    std::io::stdout()
+        .write_all(b"r")
+        .and_then(|_| std::io::stdout().flush())
+        .expect("parent");
+    let _ = std::io::stdin().read(&mut [0u8; 1]);
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // cargo test --benches asks for a listing
+    }
+    let args: Vec<String> = std::env::args().collect();
+    if let [_, flag, n] = &args[..] {
+        if flag == "--sleeper-process" {
+            return sleeper_process(n.parse().expect("thread count"));
+        }
     }
     // `cargo bench --bench sampler -- ustack 10k` runs only those sections.
     let only: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
@@ -408,9 +454,11 @@ fn total_cpu_at_10k() {
     println!("\n## xtop CPU with 10,000 extra sleeping threads, 1 s interval (10 passes)");
     println!("| mode | stacks | emitted | xtop CPU, % of one CPU | walk µs | decode µs |");
     println!("|---|---|---:|---:|---:|---:|");
-    let _s = sleepers(10_000);
-    std::thread::sleep(Duration::from_millis(300));
-    for (all, stacks) in [(false, true), (false, false), (true, true), (true, false)] {
+    // In another process: xtop's own CPU is read with getrusage(RUSAGE_SELF), which
+    // would otherwise also sum (and pay for walking) the bench's 10,000 threads.
+    let _s = SleeperProcess::start(10_000);
+    std::thread::sleep(Duration::from_secs(2)); // let 10,000 thread starts settle
+    for (all, stacks) in [(false, false), (false, true), (true, false), (true, true)] {
         let base = if stacks {
             SamplerOptions::default()
         } else {
