@@ -451,7 +451,7 @@ fn profile_cost() {
 }
 
 fn total_cpu_at_10k() {
-    println!("\n## xtop CPU with 10,000 extra sleeping threads, 1 s interval (10 passes)");
+    println!("\n## xtop CPU with 10,000 extra sleeping threads, 1 s interval (30 passes)");
     println!("| mode | stacks | emitted | xtop CPU, % of one CPU | walk µs | decode µs |");
     println!("|---|---|---:|---:|---:|---:|");
     // In another process: xtop's own CPU is read with getrusage(RUSAGE_SELF), which
@@ -466,7 +466,7 @@ fn total_cpu_at_10k() {
         };
         let s = Sampler::start(SamplerOptions { all, ..base }).expect("BPF must load: run as root");
         // The first passes symbolize and fill caches; steady state is what runs all day.
-        let snaps: Vec<_> = (0..13).map(|_| s.receiver().recv().unwrap()).skip(3).collect();
+        let snaps: Vec<_> = (0..33).map(|_| s.receiver().recv().unwrap()).skip(3).collect();
         s.stop().unwrap();
         let cpu: u64 = snaps.iter().map(|x| x.cost.cpu_ns).sum();
         let secs: f64 = snaps.iter().map(|x| x.interval.as_secs_f64()).sum();

@@ -21,7 +21,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, Context, Result};
-use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
 
 use crate::model::{Arch, PassCost, Session, Snapshot};
 use crate::symbols::{KernelSymbols, UserSymbols};
@@ -94,6 +94,9 @@ impl SamplerOptions {
 #[derive(Default)]
 struct Control {
     stop: AtomicBool,
+    /// Wakes the sampler from its wait between passes when stopping: polling
+    /// instead would cost a context switch every few ms, all day.
+    wake: Mutex<Option<Sender<()>>>,
     all: AtomicBool,
     dropped: AtomicU64,
     states: Mutex<(u64, u64)>,
@@ -117,12 +120,14 @@ impl Sampler {
         control.all.store(opts.all, Ordering::Relaxed);
         let (tx, rx) = bounded(CHANNEL_DEPTH);
         let (ready_tx, ready_rx) = bounded(1);
+        let (wake_tx, wake_rx) = bounded(1);
+        *control.wake.lock().unwrap_or_else(|e| e.into_inner()) = Some(wake_tx);
         let session = session_for(&opts);
         let thread = {
             let (control, rx, opts, ncpus) = (control.clone(), rx.clone(), opts.clone(), session.ncpus);
             std::thread::Builder::new()
                 .name("xtop-sampler".into())
-                .spawn(move || run(opts, ncpus, tx, rx, control, ready_tx))
+                .spawn(move || run(opts, ncpus, tx, rx, control, ready_tx, wake_rx))
                 .context("cannot start the sampler thread")?
         };
         let warnings = match ready_rx.recv() {
@@ -176,6 +181,7 @@ impl Sampler {
 
     fn shutdown(&mut self) -> Result<()> {
         self.control.stop.store(true, Ordering::Relaxed);
+        drop(self.control.wake.lock().unwrap_or_else(|e| e.into_inner()).take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -254,6 +260,7 @@ fn run(
     rx: Receiver<Snapshot>,
     control: Arc<Control>,
     ready: Ready,
+    wake: Receiver<()>,
 ) {
     let mut storage = MaybeUninit::uninit();
     let mut bpf =
@@ -291,8 +298,9 @@ fn run(
         if next < now {
             next = now; // fell behind (suspend, overload): resume the cadence from here
         }
-        while !control.stop.load(Ordering::Relaxed) && Instant::now() < next {
-            std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
+        // Returns early only when the owner stops us (drops the sender).
+        if wake.recv_deadline(next) != Err(RecvTimeoutError::Timeout) {
+            return;
         }
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use blazesym::symbolize::source::{Kernel, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
@@ -15,12 +16,24 @@ use crate::model::Stack;
 
 pub struct KernelSymbols {
     symbolizer: Symbolizer,
+    /// When kallsyms was last (re)loaded.
+    loaded: Instant,
     names: HashMap<u64, Arc<str>>,
     stacks: HashMap<u64, Arc<Stack>>,
     /// Addresses of `__sched` functions (schedule, io_schedule, mutex_lock...):
     /// skipped when picking a stack's top frame, as the kernel's wchan does.
     sched_text: Range<u64>,
     unknown: Arc<str>,
+}
+
+/// Least time between two loads of kallsyms (~60,000 lines, ~30 ms to parse).
+const RELOAD_AFTER: Duration = Duration::from_secs(60);
+
+/// blazesym re-reads a file whose metadata changed; /proc/kallsyms "changes"
+/// all the time, which made every new address cost a full parse. We reload it
+/// ourselves when an address does not resolve.
+fn kallsyms_symbolizer() -> Symbolizer {
+    Symbolizer::builder().enable_auto_reload(false).build()
 }
 
 fn sched_text_range() -> Range<u64> {
@@ -45,7 +58,8 @@ fn sched_text_range() -> Range<u64> {
 impl KernelSymbols {
     pub fn new() -> Self {
         KernelSymbols {
-            symbolizer: Symbolizer::new(),
+            symbolizer: kallsyms_symbolizer(),
+            loaded: Instant::now(),
             names: HashMap::new(),
             stacks: HashMap::new(),
             sched_text: sched_text_range(),
@@ -93,7 +107,17 @@ impl KernelSymbols {
             vmlinux: MaybeDefault::None,
             ..Kernel::default()
         });
-        let resolved = self.symbolizer.symbolize(&src, Input::AbsAddr(&missing));
+        let mut resolved = self.symbolizer.symbolize(&src, Input::AbsAddr(&missing));
+        // Modules and BPF programs loaded since: reload kallsyms, at most once a minute.
+        let unnamed = |r: &Result<Vec<Symbolized>, _>| {
+            r.as_ref()
+                .map_or(true, |v| v.iter().any(|s| s.as_sym().is_none()))
+        };
+        if unnamed(&resolved) && self.loaded.elapsed() > RELOAD_AFTER {
+            self.symbolizer = kallsyms_symbolizer();
+            self.loaded = Instant::now();
+            resolved = self.symbolizer.symbolize(&src, Input::AbsAddr(&missing));
+        }
         for (i, addr) in missing.iter().enumerate() {
             let name = match resolved.as_ref().ok().and_then(|r| r.get(i)) {
                 Some(Symbolized::Sym(sym)) => Arc::from(&*sym.name),
