@@ -58,6 +58,26 @@ fn running_thread_stacks_come_from_the_profile() {
 }
 
 #[test]
+fn a_preempted_spinner_keeps_its_stack_across_slices() {
+    let Some(_live) = live_workload() else { return };
+    // At the default profile rate a busy CPU's slices are often shorter than the
+    // profile period: a running sample still gets the stack the profile took
+    // earlier in the interval, since the thread was only preempted, never blocked.
+    let by = sample_stacks(opts(false), 40);
+    let run: Vec<&StackObs> = of(&by, w::SPIN).iter().filter(|o| o.state == "RUN").collect();
+    let with = run.iter().filter(|o| o.ustack.is_some()).count();
+    assert!(
+        run.len() >= 10 && with * 2 >= run.len(),
+        "{with} of {} running samples with a stack: {}",
+        run.len(),
+        dump(of(&by, w::SPIN))
+    );
+    for o in run.iter().filter(|o| o.ustack.is_some()) {
+        assert!(o.user_has("xt_spin_marker"), "{}", dump(&[(*o).clone()]));
+    }
+}
+
+#[test]
 fn sleeper_shows_the_nanosleep_path_and_its_caller() {
     let Some(_live) = live_workload() else { return };
     // The sleeper never runs: after the first pass its stacks are reused (XF_STACK_SAME), and

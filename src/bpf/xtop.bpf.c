@@ -95,6 +95,7 @@ volatile bool pid_filter_on;
 volatile __u32 pass_gen;     /* incremented by userspace before each pass */
 __u64 pass_now_ns;            /* clocks read at the first thread of a pass */
 __u64 pass_now_rq;
+__u64 prev_pass_rq;           /* pass_now_rq of the previous pass (0: none yet) */
 
 /* The scheduler's clock (rq->clock) of the CPU a task is on: what sched_info
  * timestamps use. A few plain loads, where bpf_ktime_get_ns() costs ~40 ns.
@@ -183,6 +184,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		bool voluntary = !preempt && prev->__state != TASK_RUNNING;
 
 		s->offcpu_rq = rq_clock_of(prev);
+		if (voluntary)
+			s->blocked_rq = s->offcpu_rq;
 		s->flags = (s->flags & ~XF_VOLUNTARY) | XF_SEEN_SWITCH |
 			   (voluntary ? XF_VOLUNTARY : 0);
 	}
@@ -380,10 +383,15 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 }
 
 /* A running thread's stacks: its latest profile sample, if that was taken
- * since it last got the CPU; otherwise none (older ones would be wrong). */
-static __always_inline void profile_stacks(struct task_struct *task, struct task_sample *r)
+ * during its current stint on the CPU, or earlier in this interval with the
+ * thread only preempted since, never blocked (a CPU-bound thread sharing a
+ * busy CPU runs in slices of a few ms, shorter than the profile period).
+ * Otherwise none: an older stack would describe other work. */
+static __always_inline void profile_stacks(struct task_struct *task, struct thread_state *s,
+					   struct task_sample *r)
 {
 	struct cpu_stack *c = bpf_task_storage_get(&cpu_stacks, task, 0, 0);
+	__u64 stamp;
 	__u64 seq;
 	__s32 klen, ulen;
 	__u32 flags;
@@ -392,7 +400,11 @@ static __always_inline void profile_stacks(struct task_struct *task, struct task
 		return;
 	seq = c->seq;
 	barrier();
-	if ((seq & 1) || !c->stamp_rq || c->stamp_rq < task->sched_info.last_arrival)
+	stamp = c->stamp_rq;
+	if ((seq & 1) || !stamp)
+		return;
+	if (stamp < task->sched_info.last_arrival &&
+	    (!s || !prev_pass_rq || stamp < prev_pass_rq || stamp < s->blocked_rq))
 		return;
 	klen = c->kstack_len;
 	ulen = c->ustack_len;
@@ -462,6 +474,7 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	 * instant, as a snapshot should be (and it saves a clock read per thread). */
 	if (ctx->meta->seq_num == 0) {
 		pass_now_ns = bpf_ktime_get_ns();
+		prev_pass_rq = pass_now_rq;
 		pass_now_rq = rq_clock_of(bpf_get_current_task_btf());
 	}
 	tgid = task->tgid;
@@ -516,7 +529,7 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	/* Saved registers and stacks are stable only while the thread is off CPU. */
 	user = user_stacks && !(pflags & NO_USER_STACK);
 	if (r->flags & XF_ON_CPU) {
-		profile_stacks(task, r);
+		profile_stacks(task, s, r);
 	} else if (!exit_state) {
 		if (!(pflags & PF_KTHREAD))
 			read_user_regs(task, r);

@@ -31,6 +31,7 @@ struct thread_state {
 	__u64 sc_args[6];
 	__u64 sc_seq;          /* syscalls entered since tracking began */
 	__u64 offcpu_rq;       /* last switch away from a CPU */
+	__u64 blocked_rq;      /* last voluntary switch away (the thread blocked) */
 	__u64 stack_arrival;   /* sched_info.last_arrival when the stack was last emitted */
 	__u32 stack_gen;       /* pass_gen of that pass */
 	__s32 sc_nr;           /* -1 when not in a syscall */
