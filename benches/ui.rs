@@ -178,7 +178,46 @@ fn key_latency(app: &mut App, term: &mut Terminal<TestBackend>, code: KeyCode, w
     );
 }
 
+/// The stack view's work for a wide selection: 10,000 distinct stack pairs of
+/// 20 user + 20 kernel frames sharing prefixes, built into a tree, then folded.
+fn stack_tree_cost() {
+    use xtop::ui::stack_tree::StackTree;
+    let frames = |n: usize, tag: &str| -> Vec<Arc<str>> {
+        (0..20)
+            .map(|d| Arc::from(format!("{tag}_{}_{d}", (n >> (d / 4)) % 7).as_str()))
+            .collect()
+    };
+    let pairs: Vec<(Stack, Stack)> = (0..10_000)
+        .map(|n| {
+            let k = Stack {
+                hash: n as u64,
+                frames: frames(n, "k"),
+                top: 0,
+            };
+            let u = Stack {
+                hash: n as u64,
+                frames: frames(n, "u"),
+                top: 0,
+            };
+            (k, u)
+        })
+        .collect();
+    let t = Instant::now();
+    let tree = StackTree::build(pairs.iter().map(|(k, u)| (Some(k), Some(u), 3)));
+    let build = t.elapsed();
+    let t = Instant::now();
+    let folded = tree.folded();
+    println!(
+        "stack view: tree of 10000 distinct 40-frame stacks ({} nodes) built in {}, folded ({} KB) in {}",
+        tree.nodes.len(),
+        ms(build),
+        folded.len() / 1024,
+        ms(t.elapsed())
+    );
+}
+
 fn main() {
+    stack_tree_cost();
     let templates = threads();
     let rss0 = rss_bytes();
     let mut app = App::new(session(), &UiOptions::default(), true, true);
