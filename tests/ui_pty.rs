@@ -423,6 +423,18 @@ impl Tui {
         }
     }
 
+    /// Closes the terminal's master side, as when an ssh session or tmux dies.
+    fn hang_up(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        drop(std::mem::replace(
+            &mut self.master,
+            File::open("/dev/null").unwrap(),
+        ));
+    }
+
     /// Raw mode is on while the UI runs (so the check after exit means something).
     fn assert_raw_mode(&self) {
         let t = termios(&self.slave);
@@ -573,6 +585,20 @@ fn replay_drill_back_export_quit() {
     });
 
     tui.quit_and_check_restored();
+    drop(tui);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_hung_up_terminal_ends_xtop() {
+    // The terminal going away must end xtop, not leave it spinning on a dead tty.
+    let dir = temp_dir("hangup");
+    let rec = fixture_recording(&dir);
+    let mut tui = Tui::spawn(&["replay", rec.to_str().unwrap()], &dir, 100, 30);
+    tui.wait_for("the replay screen", |s| s.contains("REPLAY"));
+    tui.hang_up();
+    let st = tui.wait_exit();
+    assert!(!st.success(), "a hangup is not a clean quit: {st}");
     drop(tui);
     std::fs::remove_dir_all(&dir).unwrap();
 }
