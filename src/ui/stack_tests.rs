@@ -281,8 +281,8 @@ now DISK pread64(fd=3, buf=0x7ffd0000, count=4096, pos=0) for 1.5ms, syscall #42
 kstack __schedule ← schedule ← [pipe_read] ← vfs_read
 ustack pread64 ← FileRead ← mdread ← [truncated] (unwind stopped: binary without frame pointers?)
 all 6 samples of this thread in the window (newest first); other filters apply to export
-time     state syscall sysc_ns_so_far kstack_top cpu switch    waker_tid
-12:00:04 DISK  pread64        1500000 pipe_read    1 voluntary         1
+time     state syscall sysc_ns_so_far kstack_top ustack_top cpu switch    waker_tid
+12:00:04 DISK  pread64        1500000 pipe_read  pread64      1 voluntary         1
 filters: tid=101
 ↑/k move Bksp/Esc back \ filter Space pause [ earlier ] later + widen - narrow a all e export ?/F1 h
 "#,

@@ -23,6 +23,7 @@ const SAMPLE_COLUMNS: &[&str] = &[
     "syscall",
     "sysc_ns_so_far",
     "kstack_top",
+    "ustack_top",
     "cpu",
     "switch",
     "waker_tid",
