@@ -1,10 +1,27 @@
 //! The combined user + kernel stack, as flame graphs draw it: the program's
 //! frames from its root down, then the kernel frames it called into.
 
-use crate::model::ThreadSample;
+use std::sync::Arc;
+
+use crate::model::{Stack, ThreadSample};
 
 /// Suffix marking kernel frames, as flamegraph.pl's `--color=java` expects.
 pub const KERNEL_SUFFIX: &str = "_[k]";
+
+/// The frames of both stacks in flame graph order: the user stack root to
+/// leaf, then the kernel stack root to leaf; `true` marks kernel frames.
+pub fn frames<'a>(
+    user: Option<&'a Stack>,
+    kernel: Option<&'a Stack>,
+) -> impl Iterator<Item = (&'a Arc<str>, bool)> {
+    let user = user
+        .into_iter()
+        .flat_map(|u| u.frames.iter().rev().map(|f| (f, false)));
+    let kernel = kernel
+        .into_iter()
+        .flat_map(|k| k.frames.iter().rev().map(|f| (f, true)));
+    user.chain(kernel)
+}
 
 /// `root;...;leaf` of the user stack, then the kernel stack with each frame
 /// suffixed; None when neither stack was captured.
@@ -13,20 +30,14 @@ pub fn combined(s: &ThreadSample) -> Option<String> {
         return None;
     }
     let mut out = String::new();
-    let user = s
-        .ustack
-        .iter()
-        .flat_map(|u| u.frames.iter().rev().map(|f| (f, "")));
-    let kernel = s
-        .kstack
-        .iter()
-        .flat_map(|k| k.frames.iter().rev().map(|f| (f, KERNEL_SUFFIX)));
-    for (i, (f, suffix)) in user.chain(kernel).enumerate() {
+    for (i, (f, kernel)) in frames(s.ustack.as_deref(), s.kstack.as_deref()).enumerate() {
         if i > 0 {
             out.push(';');
         }
         out.push_str(f);
-        out.push_str(suffix);
+        if kernel {
+            out.push_str(KERNEL_SUFFIX);
+        }
     }
     Some(out)
 }

@@ -93,8 +93,7 @@ impl SamplerOptions {
 /// Shared between the sampler thread and its owner.
 #[derive(Default)]
 struct Control {
-    stop: AtomicBool,
-    /// Wakes the sampler from its wait between passes when stopping: polling
+    /// Dropped to stop the sampler, which notices in its wait between passes: polling
     /// instead would cost a context switch every few ms, all day.
     wake: Mutex<Option<Sender<()>>>,
     all: AtomicBool,
@@ -180,7 +179,6 @@ impl Sampler {
     }
 
     fn shutdown(&mut self) -> Result<()> {
-        self.control.stop.store(true, Ordering::Relaxed);
         drop(self.control.wake.lock().unwrap_or_else(|e| e.into_inner()).take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -276,7 +274,7 @@ fn run(
     let mut pass = Pass::default();
     let mut next = Instant::now();
     let mut last_cpu = process_cpu_ns();
-    while !control.stop.load(Ordering::Relaxed) {
+    loop {
         bpf.set_emit_all(control.all.load(Ordering::Relaxed));
         let mut snap = match pass.run(&mut bpf, opts.interval, ncpus) {
             Ok(s) => s,

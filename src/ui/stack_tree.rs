@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use crate::dimensions::stack::KERNEL_SUFFIX;
+use crate::dimensions::stack::{self, KERNEL_SUFFIX};
 use crate::model::{Stack, TRUNCATED};
 
 /// Node for samples without any stack, so percentages add up to the selection.
@@ -90,13 +90,7 @@ impl StackTree {
                 continue;
             }
             nodes[0].count += n;
-            let user = u
-                .into_iter()
-                .flat_map(|s| s.frames.iter().rev().map(|f| (f, false)));
-            let kernel = k
-                .into_iter()
-                .flat_map(|s| s.frames.iter().rev().map(|f| (f, true)));
-            let mut frames: Vec<(&Arc<str>, bool)> = user.chain(kernel).collect();
+            let mut frames: Vec<(&Arc<str>, bool)> = stack::frames(u, k).collect();
             if frames.is_empty() {
                 frames.push((&no_stack, false));
             }
