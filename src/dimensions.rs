@@ -118,9 +118,12 @@ pub static DIMENSIONS: &[Dimension] = &[
         "Process name (comm of the main thread).",
         |_, s| text(&s.process.comm),
     ),
-    dim("cmdline", false, "Command line of the process.", |_, s| {
-        text(&s.process.cmdline)
-    }),
+    dim(
+        "cmdline",
+        false,
+        "Command line of the process; control characters in it shown as \\n, \\t, \\xNN.",
+        |_, s| text(&s.process.cmdline),
+    ),
     dim(
         "syscall",
         false,

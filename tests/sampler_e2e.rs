@@ -204,3 +204,34 @@ fn a_hook_that_cannot_attach_is_named_and_its_columns_are_unknown() {
     }
     assert!(rows > 0);
 }
+
+#[test]
+fn a_cmdline_with_newlines_stays_one_row() {
+    let Some(_serial) = live_bpf() else { return };
+    // What CI's own harness looks like: a shell script with newlines as argv.
+    let mut sh = Command::new("sh")
+        .args(["-c", "read x\n# xt_newline\tend"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = sh.id().to_string();
+    std::thread::sleep(Duration::from_millis(200)); // reach `read`
+    let json_escaped = r"read x\\n# xt_newline\\tend";
+    for (format, group, shown) in [
+        ("csv", "tid", r"read x\n# xt_newline\tend"),
+        ("json", "tid", json_escaped),
+        ("table", "cmdline", r"read x\n# xt_newline\tend"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_xtop"))
+            .args(["-b", "--format", format, "-n", "1", "-a", "-p", &pid, "-g", group])
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let rows: Vec<&str> = text.lines().filter(|l| l.contains("xt_newline")).collect();
+        assert_eq!(rows.len(), 1, "{format}: one row for the one thread:\n{text}");
+        assert!(rows[0].contains(shown), "{format}: {text}");
+    }
+    sh.kill().unwrap();
+    sh.wait().unwrap();
+}

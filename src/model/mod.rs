@@ -5,12 +5,14 @@
 pub mod fixture;
 mod state;
 mod syscalls;
+mod text;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use state::State;
 pub use syscalls::Arch;
+pub use text::printable;
 
 /// Facts about the sampled machine and run, fixed for a session.
 #[derive(Clone, Debug, PartialEq)]

@@ -3,12 +3,13 @@
 //! steady workload costs no file reads per pass.
 
 use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::model::Process;
+use crate::model::{printable, Process};
 
 /// Passes after which an unseen process is forgotten.
 const FORGET_AFTER_PASSES: u64 = 120;
@@ -55,7 +56,7 @@ impl ProcCache {
             return c.clone();
         }
         let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-        let s: Arc<str> = String::from_utf8_lossy(&raw[..end]).into();
+        let s: Arc<str> = printable(&raw[..end]).into();
         self.comms.insert(*raw, s.clone());
         s
     }
@@ -125,7 +126,7 @@ impl ProcCache {
 
 fn read_exe_cmdline(tgid: u32) -> (String, String) {
     let exe = std::fs::read_link(format!("/proc/{tgid}/exe"))
-        .map(|p| p.to_string_lossy().into_owned())
+        .map(|p| printable(p.as_os_str().as_bytes()))
         .unwrap_or_default();
     let cmdline = std::fs::read(format!("/proc/{tgid}/cmdline"))
         .map(|b| join_cmdline(&b))
@@ -133,10 +134,11 @@ fn read_exe_cmdline(tgid: u32) -> (String, String) {
     (exe, cmdline)
 }
 
-/// NUL-separated argv as one space-separated line.
+/// NUL-separated argv as one space-separated, printable line.
 pub fn join_cmdline(raw: &[u8]) -> String {
     let trimmed = raw.strip_suffix(&[0]).unwrap_or(raw);
-    String::from_utf8_lossy(trimmed).replace('\0', " ")
+    let spaced: Vec<u8> = trimmed.iter().map(|&b| if b == 0 { b' ' } else { b }).collect();
+    printable(&spaced)
 }
 
 fn parse_passwd(text: &str) -> impl Iterator<Item = (u32, Arc<str>)> + '_ {
@@ -169,7 +171,7 @@ fn scan_cgroups(root: &Path, dir: &Path, dev: u64, out: &mut HashMap<u64, Arc<st
         }
         let rel = dir
             .strip_prefix(root)
-            .map(|p| p.to_string_lossy().into_owned())
+            .map(|p| printable(p.as_os_str().as_bytes()))
             .unwrap_or_default();
         out.insert(meta.ino(), format!("/{rel}").into());
     }
@@ -191,6 +193,8 @@ mod tests {
     fn cmdline_and_passwd_parsing() {
         assert_eq!(join_cmdline(b"postgres\0-D\0/var/lib\0"), "postgres -D /var/lib");
         assert_eq!(join_cmdline(b""), "");
+        // What CI's own harness runs: a script with newlines must stay one row.
+        assert_eq!(join_cmdline(b"bash\0-c\0x=0\nrun\0"), "bash -c x=0\\nrun");
         let users: HashMap<_, _> =
             parse_passwd("root:x:0:0::/root:/bin/sh\nbad\nbob:x:1000:1000::/h:/bin/sh").collect();
         assert_eq!(&*users[&0], "root");

@@ -128,9 +128,7 @@ pub fn parse_csv(text: &str) -> ByComm {
     for line in lines {
         // Cmdlines and stack columns (Rust generics: `<A, B>`) hold commas: quoted fields.
         let f = split_csv(line);
-        if f.len() < header.len() {
-            continue;
-        }
+        assert_eq!(f.len(), header.len(), "one record per line: {line}");
         let o = Obs {
             comm: f[comm].clone(),
             tgid: f[tgid].clone(),
@@ -215,10 +213,12 @@ pub fn assert_known_states(by: &ByComm, with_sleepers: bool) {
 }
 
 /// The start of every live test: one at a time, BPF available (or skipped
-/// outside CI), and the workload running. None: skip the test.
-pub fn live_workload() -> Option<(MutexGuard<'static, ()>, Workload)> {
+/// outside CI), and the workload running. None: skip the test. The workload
+/// comes first so that it is dropped (its threads joined) before the next
+/// test may start its own.
+pub fn live_workload() -> Option<(Workload, MutexGuard<'static, ()>)> {
     let serial = live_bpf()?;
-    Some((serial, workload()))
+    Some((workload(), serial))
 }
 
 /// One live test at a time, BPF available; None: skip the test.

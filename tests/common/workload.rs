@@ -87,23 +87,29 @@ fn wait_for_state(pid: libc::pid_t, want: char) {
 }
 
 /// A file on a real disk (not tmpfs), so O_DIRECT reads wait for the device.
-fn make_dio_file(dir: &Path) -> std::path::PathBuf {
-    let path = dir.join("xtop-dio.bin");
+/// A file of this workload's own, opened for O_DIRECT and already unlinked:
+/// no other workload (a later test, another test binary) can truncate it
+/// under our reader, and nothing is left behind.
+fn make_dio_file(dir: &Path) -> File {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let path = dir.join(format!("xtop-dio-{}-{n}.bin", std::process::id()));
     let mut f = File::create(&path).unwrap();
     let block = vec![0x5au8; DIO_CHUNK];
     for _ in 0..DIO_FILE_MB {
         f.write_all(&block).unwrap();
     }
     f.sync_all().unwrap();
-    path
-}
-
-fn dio_reader(path: &Path, stop: &AtomicBool) {
-    let f = OpenOptions::new()
+    let direct = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECT)
-        .open(path)
+        .open(&path)
         .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    direct
+}
+
+fn dio_reader(f: &File, stop: &AtomicBool) {
     let layout = Layout::from_size_align(DIO_CHUNK, 4096).unwrap();
     // SAFETY: the layout is non-zero-sized; freed below.
     let buf = unsafe { alloc_zeroed(layout) };
@@ -183,8 +189,8 @@ impl Workload {
                 let _ = reader.read(&mut b); // returns when the writer closes
             }),
         );
-        let path = make_dio_file(dir);
-        spawn(DIO, Box::new(move |s| dio_reader(&path, s)));
+        let dio = make_dio_file(dir);
+        spawn(DIO, Box::new(move |s| dio_reader(&dio, s)));
         for _ in 0..threads.len() + 2 {
             ready_rx
                 .recv_timeout(Duration::from_secs(30))
