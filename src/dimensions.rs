@@ -159,6 +159,18 @@ pub static DIMENSIONS: &[Dimension] = &[
         },
     ),
     dim(
+        "sysc_entry_time",
+        false,
+        "When the current system call began (local time; '?' if it began before tracking).",
+        |n, s| match s.syscall {
+            Syscall::In {
+                ns_so_far: Some(ns), ..
+            } => Value::Time(n.time_ns.saturating_sub(ns)),
+            Syscall::In { .. } | Syscall::Unknown => Value::Unknown,
+            Syscall::None => Value::Missing,
+        },
+    ),
+    dim(
         "sysc_seq_num",
         true,
         "System calls this thread entered since tracking began.",

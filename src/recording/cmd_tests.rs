@@ -193,10 +193,9 @@ fn xcapture_export_layout() {
             "1"
         ]
     );
-    assert_eq!(
-        (disk[12], disk[13], disk[14], disk[15]),
-        ("", "1500000", "42", "")
-    );
+    // Entered 1.5 ms before the pass: xcapture's SYSC_ENTRY_TIME.
+    assert_eq!((disk[13], disk[14], disk[15]), ("1500000", "42", ""));
+    assert_eq!(disk[12], crate::value::format_local_time(T0_NS - 1_500_000));
     assert_eq!(&disk[16..19], ["0x3", "0x7ffd0000", "0x1000"]);
     assert_eq!(&disk[22..28], ["", "", "", "", "0xfeed", "0xbeef"]);
     assert_eq!(

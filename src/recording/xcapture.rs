@@ -38,7 +38,7 @@ const SAMPLE_COLUMNS: &[(&str, Src)] = &[
     ("COMM", Src::Dim("comm", true)),
     ("SYSCALL", Src::Dim("syscall", false)),
     ("SYSCALL_ACTIVE", Src::Dim("syscall_active", false)),
-    ("SYSC_ENTRY_TIME", Src::Empty),
+    ("SYSC_ENTRY_TIME", Src::Dim("sysc_entry_time", false)),
     ("SYSC_NS_SO_FAR", Src::Dim("sysc_ns_so_far", false)),
     ("SYSC_SEQ_NUM", Src::Dim("sysc_seq_num", false)),
     ("IORQ_SEQ_NUM", Src::Empty),
