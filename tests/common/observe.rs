@@ -166,7 +166,7 @@ pub fn assert_only(by: &ByComm, comm: &str, allowed: &[&str]) {
 
 pub fn assert_syscall(by: &ByComm, comm: &str, state: &str, syscall: &str) {
     let obs: Vec<&Obs> = by[comm].iter().filter(|o| o.state == state).collect();
-    assert!(!obs.is_empty(), "{comm} never in {state}");
+    assert!(!obs.is_empty(), "{comm} never in {state}; seen {:?}", states(by, comm));
     assert!(
         obs.iter().all(|o| o.syscall == syscall),
         "{comm} in {state}: {obs:?}, want {syscall}"
