@@ -477,6 +477,11 @@ int dump_tasks(struct bpf_iter__task *ctx)
 		prev_pass_rq = pass_now_rq;
 		pass_now_rq = rq_clock_of(bpf_get_current_task_btf());
 	}
+	/* The thread running this walk is on a CPU at every pass by construction:
+	 * reporting it would put xtop's own sampler on top of every screen. Its
+	 * real cost is measured and shown apart. */
+	if (task->pid == (__u32)bpf_get_current_pid_tgid())
+		return 0;
 	tgid = task->tgid;
 	if (pid_filter_on && !bpf_map_lookup_elem(&pid_filter, &tgid))
 		return 0;

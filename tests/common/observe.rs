@@ -3,7 +3,7 @@
 //! live end-to-end tests.
 
 use std::collections::{BTreeSet, HashMap};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -70,22 +70,39 @@ pub fn sample_live(opts: SamplerOptions, passes: usize) -> ByComm {
         }
     }
     sampler.stop().unwrap();
+    assert_sampler_unseen(&by_comm, std::process::id());
     by_comm
 }
 
+/// The thread running the walk is on a CPU at every pass by construction:
+/// an artifact, never reported. (Other xtops on the box may be.)
+fn assert_sampler_unseen(by: &ByComm, xtop_pid: u32) {
+    let own = by.get("xtop-sampler").into_iter().flatten();
+    assert!(
+        own.clone().all(|o| o.tgid != xtop_pid.to_string()),
+        "xtop reported its own sampling thread: {:?}",
+        own.collect::<Vec<_>>()
+    );
+}
+
 pub fn sample_cli(args: &[&str]) -> ByComm {
-    let out = on_cpu0(|| {
-        Command::new(env!("CARGO_BIN_EXE_xtop"))
+    let (pid, out) = on_cpu0(|| {
+        let child = Command::new(env!("CARGO_BIN_EXE_xtop"))
             .args(args)
-            .output()
-            .unwrap()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        (child.id(), child.wait_with_output().unwrap())
     });
     assert!(
         out.status.success(),
         "xtop {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    parse_csv(&String::from_utf8(out.stdout).unwrap())
+    let by = parse_csv(&String::from_utf8(out.stdout).unwrap());
+    assert_sampler_unseen(&by, pid);
+    by
 }
 
 /// Rows of xtop's per-sample CSV (batch, report or export), by thread name.
@@ -166,7 +183,11 @@ pub fn assert_only(by: &ByComm, comm: &str, allowed: &[&str]) {
 
 pub fn assert_syscall(by: &ByComm, comm: &str, state: &str, syscall: &str) {
     let obs: Vec<&Obs> = by[comm].iter().filter(|o| o.state == state).collect();
-    assert!(!obs.is_empty(), "{comm} never in {state}; seen {:?}", states(by, comm));
+    assert!(
+        !obs.is_empty(),
+        "{comm} never in {state}; seen {:?}",
+        states(by, comm)
+    );
     assert!(
         obs.iter().all(|o| o.syscall == syscall),
         "{comm} in {state}: {obs:?}, want {syscall}"
