@@ -80,24 +80,24 @@ pub static DIMENSIONS: &[Dimension] = &[
         "Time of the sampling pass (local time).",
         |n, _| Value::Time(n.time_ns),
     ),
-    dim("tid", true, "Thread id.", |_, s| Value::Int(s.tid.into())),
+    dim("tid", true, "Thread id.", |_, s| Value::Int(s.ident.tid.into())),
     dim("tgid", true, "Process id (thread group id).", |_, s| {
-        Value::Int(s.tgid.into())
+        Value::Int(s.ident.tgid.into())
     }),
     dim(
         "pidns",
         true,
         "PID namespace inode: threads in the same container share it.",
-        |_, s| Value::Int(s.pidns.into()),
+        |_, s| Value::Int(s.ident.pidns.into()),
     ),
     dim("cgroup_id", true, "cgroup v2 id of the thread.", |_, s| {
-        Value::Int(s.cgroup_id as i64)
+        Value::Int(s.ident.cgroup_id as i64)
     }),
     dim(
         "cgroup",
         false,
         "cgroup v2 path, e.g. /system.slice/nginx.service.",
-        |_, s| text(&s.cgroup),
+        |_, s| text(&s.ident.cgroup),
     ),
     dim(
         "state",
@@ -106,23 +106,27 @@ pub static DIMENSIONS: &[Dimension] = &[
          SLEEP; STOPPED; TRACED; ZOMBIE; DEAD; PARKED; IDLE.",
         |_, s| Value::Name(s.state.name()),
     ),
-    dim("uid", true, "Effective user id.", |_, s| Value::Int(s.uid.into())),
-    dim("username", false, "Effective user name.", |_, s| text(&s.user)),
-    dim("exe", false, "Executable path of the process.", |_, s| {
-        text(&s.process.exe)
+    dim("uid", true, "Effective user id.", |_, s| {
+        Value::Int(s.ident.uid.into())
     }),
-    dim("comm", false, "Thread name.", |_, s| text(&s.comm)),
+    dim("username", false, "Effective user name.", |_, s| {
+        text(&s.ident.user)
+    }),
+    dim("exe", false, "Executable path of the process.", |_, s| {
+        text(&s.ident.process.exe)
+    }),
+    dim("comm", false, "Thread name.", |_, s| text(&s.ident.comm)),
     dim(
         "pcomm",
         false,
         "Process name (comm of the main thread).",
-        |_, s| text(&s.process.comm),
+        |_, s| text(&s.ident.process.comm),
     ),
     dim(
         "cmdline",
         false,
         "Command line of the process; control characters in it shown as \\n, \\t, \\xNN.",
-        |_, s| text(&s.process.cmdline),
+        |_, s| text(&s.ident.process.cmdline),
     ),
     dim(
         "syscall",
@@ -273,7 +277,7 @@ pub static DIMENSIONS: &[Dimension] = &[
         Value::Int(s.cpu.into())
     }),
     dim("kthread", true, "1 for kernel threads.", |_, s| {
-        Value::Int(s.kthread.into())
+        Value::Int(s.ident.kthread.into())
     }),
     dim(
         "since_oncpu_ns",

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Arch, PassCost, Process, Snapshot, Stack, State, Syscall, ThreadSample};
+use super::{Arch, PassCost, Process, Snapshot, Stack, State, Syscall, ThreadIdent, ThreadSample};
 
 /// 2026-11-29T12:00:00Z: fixed so rendered fixtures do not change.
 pub const T0_NS: u64 = 1_795_953_600_000_000_000;
@@ -18,17 +18,19 @@ pub fn sample(tid: u32, tgid: u32, comm: &str, state: State, nr: Option<u32>) ->
     });
     let off_cpu = !matches!(state, State::Run);
     ThreadSample {
-        tid,
-        tgid,
-        uid: 1000,
-        user: "alice".into(),
-        comm: comm.into(),
-        process,
-        pidns: 4026531836,
-        cgroup_id: 1234,
-        cgroup: "/user.slice".into(),
+        ident: Arc::new(ThreadIdent {
+            tid,
+            tgid,
+            uid: 1000,
+            user: "alice".into(),
+            comm: comm.into(),
+            process,
+            pidns: 4026531836,
+            cgroup_id: 1234,
+            cgroup: "/user.slice".into(),
+            kthread: false,
+        }),
         cpu: tid % 2,
-        kthread: false,
         state,
         syscall: nr.map_or(Syscall::None, |nr| Syscall::In {
             nr,

@@ -115,9 +115,12 @@ pub struct Process {
     pub cmdline: Arc<str>,
 }
 
-/// One thread at one instant.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ThreadSample {
+/// What stays the same from one sample of a thread to the next. Samples of a
+/// thread share one `Arc` of it while it does not change (comm via prctl, uid
+/// via setuid, cgroup via migration do change it), so consumers can compare
+/// identities by pointer before comparing fields.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ThreadIdent {
     pub tid: u32,
     pub tgid: u32,
     pub uid: u32,
@@ -128,9 +131,15 @@ pub struct ThreadSample {
     pub pidns: u32,
     pub cgroup_id: u64,
     pub cgroup: Arc<str>,
+    pub kthread: bool,
+}
+
+/// One thread at one instant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThreadSample {
+    pub ident: Arc<ThreadIdent>,
     /// CPU the thread last ran on.
     pub cpu: u32,
-    pub kthread: bool,
     pub state: State,
     pub syscall: Syscall,
     /// Time since the thread last went off a CPU (None: not seen since xtop started).

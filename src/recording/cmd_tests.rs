@@ -256,7 +256,7 @@ fn csv_json_and_folded_exports() {
     let json = run("json", &["-w", "comm=java"]);
     let java: usize = snaps
         .iter()
-        .map(|s| s.samples.iter().filter(|t| &*t.comm == "java").count())
+        .map(|s| s.samples.iter().filter(|t| &*t.ident.comm == "java").count())
         .sum();
     assert_eq!(json.lines().count(), java);
     assert!(json

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::model::{Arch, PassCost, Process, Session, Snapshot, Stack, State, Syscall, ThreadSample};
+use crate::model::{
+    Arch, PassCost, Process, Session, Snapshot, Stack, State, Syscall, ThreadIdent, ThreadSample,
+};
 
 /// xorshift64*: tiny, seedable, good enough for test data and fuzzing.
 pub struct Rng(u64);
@@ -147,17 +149,19 @@ pub fn workload(threads: u32, snapshots: u64, interval: Duration, seed: u64) -> 
             let p = &procs[(i as usize) % procs.len()];
             let blocked = i % 10 < 5;
             let t = ThreadSample {
-                tid: p.tgid + i / procs.len() as u32,
-                tgid: p.tgid,
-                uid: 1000,
-                user: "alice".into(),
-                comm: format!("{}-{}", p.comm, i % 4).into(),
-                process: p.clone(),
-                pidns: 4026531836,
-                cgroup_id: 5000 + u64::from(p.tgid),
-                cgroup: format!("/system.slice/{}.service", p.comm).into(),
+                ident: Arc::new(ThreadIdent {
+                    tid: p.tgid + i / procs.len() as u32,
+                    tgid: p.tgid,
+                    uid: 1000,
+                    user: "alice".into(),
+                    comm: format!("{}-{}", p.comm, i % 4).into(),
+                    process: p.clone(),
+                    pidns: 4026531836,
+                    cgroup_id: 5000 + u64::from(p.tgid),
+                    cgroup: format!("/system.slice/{}.service", p.comm).into(),
+                    kthread: false,
+                }),
                 cpu: i % 16,
-                kthread: false,
                 state: if blocked { State::Sleep } else { State::Run },
                 syscall: if blocked {
                     Syscall::In {
@@ -180,7 +184,7 @@ pub fn workload(threads: u32, snapshots: u64, interval: Duration, seed: u64) -> 
             (i % 10, t)
         })
         .collect();
-    live.sort_by_key(|(_, s)| s.tid); // the kernel's task iterator walks in pid order
+    live.sort_by_key(|(_, s)| s.ident.tid); // the kernel's task iterator walks in pid order
     let t0 = crate::model::fixture::T0_NS;
     (0..snapshots)
         .map(|n| {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::synth::{self, Rng};
 use super::*;
 use crate::model::fixture::{busy_snapshot, sample, snapshot, T0_NS};
-use crate::model::{Arch, Stack, State, Syscall};
+use crate::model::{Arch, Stack, State, Syscall, ThreadIdent};
 
 /// A fresh directory under the system temp dir, removed when dropped.
 pub(crate) struct TempDir(pub PathBuf);
@@ -49,7 +49,8 @@ pub(crate) fn varied() -> Vec<Snapshot> {
         ns_so_far: None,
         seq: None,
     };
-    snaps[5].samples[1].comm = "renamed".into(); // thread renamed itself: static fields change
+    // Thread renamed itself: static fields change.
+    Arc::make_mut(&mut snaps[5].samples[1].ident).comm = "renamed".into();
     snaps[6].samples[0].kstack = Some(Arc::new(Stack {
         hash: u64::MAX,
         frames: vec!["a".into(), "".into()],
@@ -70,7 +71,7 @@ pub(crate) fn varied() -> Vec<Snapshot> {
     snaps[11]
         .samples
         .push(sample(u32::MAX, 1, "kworker/0:1", State::Idle, None));
-    snaps[11].samples[5].kthread = true;
+    Arc::make_mut(&mut snaps[11].samples[5].ident).kthread = true;
     snaps[12].time_ns -= 5; // clock steps are stored as they come
     snaps[13].samples[2].since_oncpu_ns = Some(u64::MAX);
     snaps
@@ -177,6 +178,14 @@ fn writer_round_trips_across_key_frames() {
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
     assert_eq!(r.snapshots, snaps);
     assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+    // Key frames redefine every thread, yet a reader hands out one identity
+    // per thread (the workload never changes them).
+    let idents: std::collections::HashSet<*const ThreadIdent> = r
+        .snapshots
+        .iter()
+        .flat_map(|n| n.samples.iter().map(|s| Arc::as_ptr(&s.ident)))
+        .collect();
+    assert_eq!(idents.len(), 30);
 }
 
 #[test]

@@ -230,7 +230,7 @@ pub fn export(dir: &Path, snaps: impl IntoIterator<Item = Snapshot>) -> Result<(
                     writeln!(file, "{},{syms}", hash.value(&snap, s).plain()).with_context(ctx)?;
                 }
             }
-            if h.seen_cgroups.insert(s.cgroup_id) {
+            if h.seen_cgroups.insert(s.ident.cgroup_id) {
                 let path = quoted(&cols.cgroup.value(&snap, s));
                 writeln!(h.cgroups, "{},{path}", cols.cgroup_id.value(&snap, s).plain()).with_context(ctx)?;
             }

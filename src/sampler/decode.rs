@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::model::{Stack, State, Syscall, ThreadSample};
 use crate::symbols::{KernelSymbols, UserSymbols};
 
-use super::procinfo::ProcCache;
+use super::procinfo::{ProcCache, RawIdent};
 use super::skel::types::task_sample as RawSample;
 
 // Flags from src/bpf/xtop.h.
@@ -159,25 +159,25 @@ pub struct Ctx<'a> {
 }
 
 pub fn decode(r: &RawSample, ctx: &mut Ctx) -> ThreadSample {
-    let procs = &mut *ctx.procs;
     let on_cpu = r.flags & XF_ON_CPU != 0;
     let kthread = r.flags & XF_KTHREAD != 0;
     let as_bytes = |c: &[i8; 16]| c.map(|b| b as u8);
     let switch_seen = r.flags & XF_SEEN_SWITCH != 0;
     let wakeup_seen = r.flags & XF_SEEN_WAKEUP != 0;
     let (kstack, ustack) = ctx.memo.stacks(r, ctx.syms, ctx.usyms);
-    ThreadSample {
+    let raw = RawIdent {
         tid: r.tid,
         tgid: r.tgid,
+        start_ns: r.start_ns,
         uid: r.uid,
-        user: procs.user(r.uid),
-        comm: procs.comm(&as_bytes(&r.comm)),
-        process: procs.process(r.tgid, r.start_ns, &as_bytes(&r.pcomm), kthread),
         pidns: r.pidns,
         cgroup_id: r.cgroup_id,
-        cgroup: procs.cgroup(r.cgroup_id),
-        cpu: r.cpu.max(0) as u32,
         kthread,
+        comm: as_bytes(&r.comm),
+    };
+    ThreadSample {
+        ident: ctx.procs.ident(raw, &as_bytes(&r.pcomm)),
+        cpu: r.cpu.max(0) as u32,
         state: State::decode(r.state, r.exit_state, on_cpu),
         syscall: syscall_of(r),
         since_offcpu_ns: since(r.now_rq, r.offcpu_rq, switch_seen && !on_cpu),

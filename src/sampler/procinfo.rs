@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::model::{printable, Process};
+use crate::model::{printable, Process, ThreadIdent};
 
-/// Passes after which an unseen process is forgotten.
+/// Passes after which an unseen process or thread is forgotten.
 const FORGET_AFTER_PASSES: u64 = 120;
 /// Rescans of /etc/passwd or cgroupfs for an unknown id happen at most this often.
 const RESCAN_EVERY: Duration = Duration::from_secs(10);
@@ -26,11 +26,37 @@ pub struct ProcCache {
     pass: u64,
     /// Keyed by (tgid, start time) so a reused pid is a new process.
     procs: HashMap<(u32, u64), Cached>,
+    /// Each thread's current identity, handed out again while it holds.
+    threads: HashMap<u32, CachedIdent>,
     comms: HashMap<[u8; 16], Arc<str>>,
     users: HashMap<u32, Arc<str>>,
     users_scanned: Option<Instant>,
     cgroups: HashMap<u64, Arc<str>>,
     cgroups_scanned: Option<Instant>,
+    /// Bumped by every rescan of user names or cgroup paths: names already
+    /// in identities may have changed (an id first shown as a number or "").
+    names_gen: u64,
+}
+
+/// A thread's identity as the kernel walk gives it, before names are looked up.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RawIdent {
+    pub tid: u32,
+    pub tgid: u32,
+    /// Process start time: with tgid, the process cache key.
+    pub start_ns: u64,
+    pub uid: u32,
+    pub pidns: u32,
+    pub cgroup_id: u64,
+    pub kthread: bool,
+    pub comm: [u8; 16],
+}
+
+struct CachedIdent {
+    raw: RawIdent,
+    names_gen: u64,
+    ident: Arc<ThreadIdent>,
+    last_pass: u64,
 }
 
 fn due(last: Option<Instant>) -> bool {
@@ -38,12 +64,14 @@ fn due(last: Option<Instant>) -> bool {
 }
 
 impl ProcCache {
-    /// Starts a sampling pass; forgets processes not seen for a while.
+    /// Starts a sampling pass; forgets processes and threads not seen for a while.
     pub fn begin_pass(&mut self) {
         self.pass += 1;
         let pass = self.pass;
         if pass % 16 == 0 {
             self.procs.retain(|_, c| pass - c.last_pass < FORGET_AFTER_PASSES);
+            self.threads
+                .retain(|_, c| pass - c.last_pass < FORGET_AFTER_PASSES);
         }
         if self.comms.len() > 65_536 {
             self.comms.clear();
@@ -89,11 +117,56 @@ impl ProcCache {
         process
     }
 
+    /// The thread's identity: the same Arc as in its previous sample while
+    /// nothing changed, so consumers can compare identities by pointer; a new
+    /// one when something did (comm via prctl, uid via setuid, cgroup
+    /// migration, a reused tid, a user or cgroup renamed by a rescan).
+    pub fn ident(&mut self, raw: RawIdent, pcomm: &[u8; 16]) -> Arc<ThreadIdent> {
+        let pass = self.pass;
+        if let Some(c) = self.threads.get_mut(&raw.tid) {
+            // Unchanged: no name lookups. The process entry is forgotten no
+            // sooner than its threads', so it is there to be kept alive.
+            if c.raw == raw && c.names_gen == self.names_gen {
+                if let Some(p) = self.procs.get_mut(&(raw.tgid, raw.start_ns)) {
+                    p.last_pass = pass;
+                    c.last_pass = pass;
+                    return c.ident.clone();
+                }
+            }
+        }
+        let ident = ThreadIdent {
+            tid: raw.tid,
+            tgid: raw.tgid,
+            uid: raw.uid,
+            user: self.user(raw.uid),
+            comm: self.comm(&raw.comm),
+            process: self.process(raw.tgid, raw.start_ns, pcomm, raw.kthread),
+            pidns: raw.pidns,
+            cgroup_id: raw.cgroup_id,
+            cgroup: self.cgroup(raw.cgroup_id),
+            kthread: raw.kthread,
+        };
+        let ident = match self.threads.get(&raw.tid) {
+            // Equal after all (a rescan that renamed nothing): keep the pointer.
+            Some(c) if *c.ident == ident => c.ident.clone(),
+            _ => Arc::new(ident),
+        };
+        let cached = CachedIdent {
+            raw,
+            names_gen: self.names_gen, // read after the lookups, which may rescan
+            ident: ident.clone(),
+            last_pass: pass,
+        };
+        self.threads.insert(raw.tid, cached);
+        ident
+    }
+
     pub fn user(&mut self, uid: u32) -> Arc<str> {
         if !self.users.contains_key(&uid) && due(self.users_scanned) {
             self.users_scanned = Some(Instant::now());
             if let Ok(text) = std::fs::read_to_string("/etc/passwd") {
                 self.users.extend(parse_passwd(&text));
+                self.names_gen += 1;
             }
         }
         self.users
@@ -119,6 +192,7 @@ impl ProcCache {
                 None => drop(found.insert(1, "/".into())),
             }
             self.cgroups.extend(found);
+            self.names_gen += 1;
         }
         self.cgroups.get(&id).cloned().unwrap_or_else(|| "".into())
     }
@@ -216,5 +290,43 @@ mod tests {
         );
         assert!(Arc::ptr_eq(&c.comm(&comm), &c.comm(&comm)));
         assert_eq!(&*c.comm(&comm), "test");
+    }
+
+    #[test]
+    fn a_thread_keeps_its_ident_until_something_changes() {
+        let mut c = ProcCache::default();
+        c.begin_pass();
+        let mut raw = RawIdent {
+            tid: 7,
+            tgid: std::process::id(),
+            start_ns: 1,
+            uid: 1000,
+            pidns: 1,
+            cgroup_id: 0,
+            kthread: false,
+            comm: *b"a\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
+        };
+        let pcomm = raw.comm;
+        let a = c.ident(raw, &pcomm);
+        c.begin_pass();
+        assert!(Arc::ptr_eq(&a, &c.ident(raw, &pcomm)), "unchanged: the same Arc");
+        raw.comm[0] = b'b'; // prctl(PR_SET_NAME)
+        assert_eq!(&*c.ident(raw, &pcomm).comm, "b");
+        raw.uid = 4242; // setuid
+        assert_eq!(c.ident(raw, &pcomm).uid, 4242);
+        // A rescan naming the user: same raw fields, new identity.
+        c.users.insert(4242, "carol".into());
+        c.names_gen += 1;
+        let named = c.ident(raw, &pcomm);
+        assert_eq!(&*named.user, "carol");
+        // A rescan that renamed nothing keeps the Arc.
+        c.names_gen += 1;
+        assert!(Arc::ptr_eq(&named, &c.ident(raw, &pcomm)));
+        raw.cgroup_id = 9; // migrated
+        assert_eq!(c.ident(raw, &pcomm).cgroup_id, 9);
+        for _ in 0..FORGET_AFTER_PASSES + 16 {
+            c.begin_pass();
+        }
+        assert!(c.threads.is_empty(), "threads not seen for a while are forgotten");
     }
 }

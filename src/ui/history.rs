@@ -1,9 +1,9 @@
 //! Bounded history of snapshots in a compact form.
 //!
-//! A `ThreadSample` is ~250 bytes (six syscall arguments, Arcs, `Option<u64>`s);
-//! an hour of 10,000 threads at 1 s would be ~9 GB. History keeps instead one
-//! 16-byte `Row` per sample: the thread (interned identity: tid, process,
-//! user, cgroup...), its state and CPU, and an *episode*: everything else
+//! A `ThreadSample` is 176 bytes (six syscall arguments, `Option<u64>`s, Arcs;
+//! its identity is shared); an hour of 10,000 threads at 1 s would be ~6 GB.
+//! History keeps instead one 16-byte `Row` per sample: the thread (interned
+//! identity: tid, process, user, cgroup...), its state and CPU, and an *episode*: everything else
 //! (syscall invocation, kernel stack, last on/off-CPU and run-queue entry), stored as
 //! absolute times (`snapshot time - since`) so that it does not change while a
 //! thread stays blocked or running. Consecutive samples of a thread share its
@@ -17,21 +17,27 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::model::{Process, Snapshot, Stack, State, Syscall, ThreadSample};
+use crate::model::{Snapshot, Stack, State, Syscall, ThreadIdent, ThreadSample};
 
-/// What stays the same from one sample of a thread to the next.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ThreadIdent {
-    pub tid: u32,
-    pub tgid: u32,
-    pub uid: u32,
-    pub user: Arc<str>,
-    pub comm: Arc<str>,
-    pub process: Arc<Process>,
-    pub pidns: u32,
-    pub cgroup_id: u64,
-    pub cgroup: Arc<str>,
-    pub kthread: bool,
+/// The sampler and the recording decoder hand out one Arc per unchanged
+/// thread identity: compare by pointer first, and hash only the fields that
+/// tell a thread's identities apart cheaply (not the process's strings).
+#[derive(Clone, Debug)]
+struct IdentKey(Arc<ThreadIdent>);
+
+impl PartialEq for IdentKey {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+impl Eq for IdentKey {}
+impl Hash for IdentKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        // Not the tid alone: a thread renaming itself every second would pile
+        // up an hour of identities in one hash chain.
+        let t = &*self.0;
+        (t.tid, t.uid, t.cgroup_id, &*t.comm).hash(h);
+    }
 }
 
 /// Stacks come from the sampler as shared Arcs; compare by pointer first and
@@ -211,7 +217,7 @@ struct Stored {
 
 pub struct History {
     snaps: VecDeque<Stored>,
-    threads: Interner<ThreadIdent>,
+    threads: Interner<IdentKey>,
     /// Per thread id: the episode of its latest stored sample.
     last_episode: Vec<u32>,
     episodes: Episodes,
@@ -295,7 +301,7 @@ impl History {
     pub fn push(&mut self, mut snap: Snapshot) -> usize {
         let mut samples = std::mem::take(&mut snap.samples);
         // Rows sorted by tid let the thread view find a thread by binary search.
-        samples.sort_by_key(|s| s.tid);
+        samples.sort_by_key(|s| s.ident.tid);
         let rows: Box<[Row]> = samples.iter().map(|s| self.compact(&snap, s)).collect();
         self.samples += rows.len();
         let stored = Stored { meta: snap, rows };
@@ -334,18 +340,7 @@ impl History {
     }
 
     fn compact(&mut self, snap: &Snapshot, s: &ThreadSample) -> Row {
-        let thread = self.threads.acquire(ThreadIdent {
-            tid: s.tid,
-            tgid: s.tgid,
-            uid: s.uid,
-            user: s.user.clone(),
-            comm: s.comm.clone(),
-            process: s.process.clone(),
-            pidns: s.pidns,
-            cgroup_id: s.cgroup_id,
-            cgroup: s.cgroup.clone(),
-            kthread: s.kthread,
-        });
+        let thread = self.threads.acquire(IdentKey(s.ident.clone()));
         let t = snap.time_ns;
         let (syscall, nr, args, seq, syscall_start) = match s.syscall {
             Syscall::None => (SYSCALL_NONE, 0, [0; 6], NONE_U64, NONE_U64),
@@ -403,19 +398,18 @@ impl History {
     /// The row of thread `tid` in snapshot `i`, if it was sampled there.
     pub fn find_tid(&self, i: usize, tid: u32) -> Option<usize> {
         let rows = &self.snaps[i].rows;
-        let at = rows.partition_point(|r| self.threads.get(r.thread).tid < tid);
-        (at < rows.len() && self.threads.get(rows[at].thread).tid == tid).then_some(at)
+        let at = rows.partition_point(|r| self.threads.get(r.thread).0.tid < tid);
+        (at < rows.len() && self.threads.get(rows[at].thread).0.tid == tid).then_some(at)
     }
 
     pub fn ident(&self, i: usize, row: usize) -> &ThreadIdent {
-        self.threads.get(self.snaps[i].rows[row].thread)
+        &self.threads.get(self.snaps[i].rows[row].thread).0
     }
 
     /// The exact sample `row` of snapshot `i` (rows are in tid order).
     pub fn sample(&self, i: usize, row: usize) -> ThreadSample {
         let st = &self.snaps[i];
         let r = &st.rows[row];
-        let t = self.threads.get(r.thread);
         let e = &self.episodes.slots[r.episode as usize].0;
         let time = st.meta.time_ns;
         let syscall = match e.syscall {
@@ -429,17 +423,8 @@ impl History {
             },
         };
         ThreadSample {
-            tid: t.tid,
-            tgid: t.tgid,
-            uid: t.uid,
-            user: t.user.clone(),
-            comm: t.comm.clone(),
-            process: t.process.clone(),
-            pidns: t.pidns,
-            cgroup_id: t.cgroup_id,
-            cgroup: t.cgroup.clone(),
+            ident: self.threads.get(r.thread).0.clone(),
             cpu: r.cpu,
-            kthread: t.kthread,
             state: r.state,
             syscall,
             since_offcpu_ns: since(time, e.offcpu_at),
@@ -549,6 +534,22 @@ mod tests {
         assert_eq!(one.len(), 1);
         assert_eq!(one.interned(), (1, 1, 2), "evicted entries are freed");
         assert_eq!(one.samples(), 1);
+    }
+
+    #[test]
+    fn identities_intern_by_value_and_a_renamed_thread_is_a_new_one() {
+        let mut h = History::new(None);
+        let a = sample(7, 7, "db", State::Disk, Some(17));
+        let mut b = a.clone();
+        Arc::make_mut(&mut b.ident).comm = "db-worker".into();
+        // A fresh but equal Arc (what a restarted sampler would hand out).
+        let c = sample(7, 7, "db", State::Disk, Some(17));
+        for (i, s) in [&a, &b, &c].into_iter().enumerate() {
+            h.push(snapshot(i as u64, vec![s.clone()]));
+        }
+        assert_eq!(h.interned().0, 2);
+        assert_eq!(h.sample(1, 0), b);
+        assert_eq!(h.sample(2, 0), a);
     }
 
     #[test]

@@ -81,31 +81,32 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         return;
     };
     let arch = app.session.arch;
+    let id = &last.ident;
     let mut lines = vec![
         Line::from(vec![
             Span::styled("tid ", dim),
-            Span::styled(last.tid.to_string(), Style::new().add_modifier(Modifier::BOLD)),
+            Span::styled(id.tid.to_string(), Style::new().add_modifier(Modifier::BOLD)),
             Span::styled("  pid ", dim),
-            Span::raw(last.tgid.to_string()),
+            Span::raw(id.tgid.to_string()),
             Span::styled("  comm ", dim),
-            Span::raw(last.comm.to_string()),
+            Span::raw(id.comm.to_string()),
             Span::styled("  user ", dim),
-            Span::raw(format!("{} ({})", last.user, last.uid)),
+            Span::raw(format!("{} ({})", id.user, id.uid)),
             Span::styled("  cgroup ", dim),
-            Span::raw(last.cgroup.to_string()),
+            Span::raw(id.cgroup.to_string()),
         ]),
         Line::from(vec![
             Span::styled("exe ", dim),
-            Span::raw(if last.process.exe.is_empty() {
+            Span::raw(if id.process.exe.is_empty() {
                 "-".to_string()
             } else {
-                last.process.exe.to_string()
+                id.process.exe.to_string()
             }),
             Span::styled("  cmdline ", dim),
-            Span::raw(if last.process.cmdline.is_empty() {
+            Span::raw(if id.process.cmdline.is_empty() {
                 "-".to_string()
             } else {
-                last.process.cmdline.to_string()
+                id.process.cmdline.to_string()
             }),
         ]),
     ];

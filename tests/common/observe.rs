@@ -297,11 +297,14 @@ pub fn sample_stacks(opts: SamplerOptions, passes: usize) -> HashMap<String, Vec
             .recv_timeout(Duration::from_secs(30))
             .expect("a snapshot");
         for s in snap.samples {
-            by_comm.entry(s.comm.to_string()).or_default().push(StackObs {
-                state: s.state.to_string(),
-                kstack: s.kstack,
-                ustack: s.ustack,
-            });
+            by_comm
+                .entry(s.ident.comm.to_string())
+                .or_default()
+                .push(StackObs {
+                    state: s.state.to_string(),
+                    kstack: s.kstack,
+                    ustack: s.ustack,
+                });
         }
     }
     sampler.stop().unwrap();

@@ -1,16 +1,16 @@
 //! Bytes to snapshot: rebuilds the tables and each thread's previous sample.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
 
 use super::*;
-use crate::model::{PassCost, Process, Stack};
+use crate::model::{PassCost, Process, Stack, ThreadIdent};
 
 struct DecThread {
-    sample: ThreadSample,
+    ident: Arc<ThreadIdent>,
     prev: Prev,
 }
 
@@ -21,11 +21,20 @@ pub struct Decoder {
     stacks: Vec<Arc<Stack>>,
     threads: HashMap<u32, DecThread>,
     snap: Option<Snapshot>,
+    /// One Arc per distinct identity, kept across key frames (which redefine
+    /// every thread), so a replay holds each identity once and consumers can
+    /// compare identities by pointer.
+    idents: HashSet<Arc<ThreadIdent>>,
 }
 
 impl Decoder {
+    /// Starts from empty tables (at a key frame).
     pub fn reset(&mut self) {
+        let mut idents = std::mem::take(&mut self.idents);
         *self = Decoder::default();
+        // Identities no decoded snapshot holds any more are not worth keeping.
+        idents.retain(|i| Arc::strong_count(i) > 1);
+        self.idents = idents;
     }
 
     /// Decodes a frame payload, appending its snapshots to `out`.
@@ -133,35 +142,20 @@ impl Decoder {
         if mask >= M_USTACK << 1 {
             bail!("sample fields {mask:#x} unknown to this format version");
         }
-        let (mut s, p) = match self.threads.get(&tid) {
-            Some(t) => (t.sample.clone(), t.prev.clone()),
-            None if mask & M_STATIC != 0 => (self.blank(tid), Prev::default()),
-            None => bail!("thread {tid} used before it was defined"),
+        let known = self.threads.get(&tid).map(|t| (t.ident.clone(), t.prev.clone()));
+        let (ident, p) = if mask & M_STATIC != 0 {
+            (self.ident(i, tid)?, known.map_or_else(Prev::default, |k| k.1))
+        } else {
+            known.ok_or_else(|| anyhow!("thread {tid} used before it was defined"))?
         };
-        if mask & M_STATIC != 0 {
-            s.tgid = i.u32()?;
-            s.uid = i.u32()?;
-            s.pidns = i.u32()?;
-            s.cgroup_id = i.uv()?;
-            s.kthread = i.u8()? != 0;
-            s.user = self.str_ref(i)?;
-            s.comm = self.str_ref(i)?;
-            s.cgroup = self.str_ref(i)?;
-            let pid = i.uv()? as usize;
-            s.process = self
-                .processes
-                .get(pid)
-                .cloned()
-                .ok_or_else(|| anyhow!("process id {pid} not defined"))?;
-        }
-        s.cpu = if mask & M_CPU != 0 { i.u32()? } else { p.cpu };
-        s.state = if mask & M_STATE != 0 {
+        let cpu = if mask & M_CPU != 0 { i.u32()? } else { p.cpu };
+        let state = if mask & M_STATE != 0 {
             let k = i.u8()? as usize;
             *State::ALL.get(k).ok_or_else(|| anyhow!("unknown state {k}"))?
         } else {
             p.state
         };
-        let ident = if mask & M_SYSCALL != 0 {
+        let syscall = if mask & M_SYSCALL != 0 {
             match i.u8()? {
                 0 => Syscall::None,
                 1 => Syscall::Unknown,
@@ -195,7 +189,7 @@ impl Decoder {
             let pred = predict(p.times[k], dt, skew);
             t[k] = if mask & bit != 0 { get_opt(i, pred)? } else { pred };
         }
-        s.voluntary = if mask & M_VOLUNTARY != 0 {
+        let voluntary = if mask & M_VOLUNTARY != 0 {
             match i.u8()? {
                 0 => None,
                 1 => Some(false),
@@ -204,7 +198,7 @@ impl Decoder {
         } else {
             p.voluntary
         };
-        s.waker_tid = if mask & M_WAKER != 0 {
+        let waker_tid = if mask & M_WAKER != 0 {
             get_opt(i, None)?
                 .map(|w| u32::try_from(w).map_err(|_| anyhow!("bad waker")))
                 .transpose()?
@@ -212,10 +206,10 @@ impl Decoder {
             p.waker
         };
         let ks = if mask & M_KSTACK != 0 { i.uv()? } else { p.kstack };
-        s.kstack = self.stack_ref(ks)?;
+        let kstack = self.stack_ref(ks)?;
         let us = if mask & M_USTACK != 0 { i.uv()? } else { p.ustack };
-        s.ustack = self.stack_ref(us)?;
-        s.syscall = match ident {
+        let ustack = self.stack_ref(us)?;
+        let syscall = match syscall {
             Syscall::In { nr, args, .. } => Syscall::In {
                 nr,
                 args,
@@ -224,27 +218,74 @@ impl Decoder {
             },
             other => other,
         };
-        [s.since_offcpu_ns, s.since_oncpu_ns, s.runq_wait_ns] = [t[0], t[1], t[2]];
         let prev = Prev {
             time_ns,
-            cpu: s.cpu,
-            state: s.state,
-            syscall: s.syscall,
+            cpu,
+            state,
+            syscall,
             times: t,
             seq: sq,
-            voluntary: s.voluntary,
-            waker: s.waker_tid,
+            voluntary,
+            waker: waker_tid,
             kstack: ks,
             ustack: us,
         };
         self.threads.insert(
             tid,
             DecThread {
-                sample: s.clone(),
+                ident: ident.clone(),
                 prev,
             },
         );
-        Ok(s)
+        Ok(ThreadSample {
+            ident,
+            cpu,
+            state,
+            syscall,
+            since_offcpu_ns: t[0],
+            since_oncpu_ns: t[1],
+            voluntary,
+            runq_wait_ns: t[2],
+            waker_tid,
+            kstack,
+            ustack,
+        })
+    }
+
+    /// A thread's static fields, as the Arc already held for an equal identity.
+    fn ident(&mut self, i: &mut In, tid: u32) -> Result<Arc<ThreadIdent>> {
+        let tgid = i.u32()?;
+        let uid = i.u32()?;
+        let pidns = i.u32()?;
+        let cgroup_id = i.uv()?;
+        let kthread = i.u8()? != 0;
+        let user = self.str_ref(i)?;
+        let comm = self.str_ref(i)?;
+        let cgroup = self.str_ref(i)?;
+        let pid = i.uv()? as usize;
+        let process = self
+            .processes
+            .get(pid)
+            .cloned()
+            .ok_or_else(|| anyhow!("process id {pid} not defined"))?;
+        let ident = ThreadIdent {
+            tid,
+            tgid,
+            uid,
+            user,
+            comm,
+            process,
+            pidns,
+            cgroup_id,
+            cgroup,
+            kthread,
+        };
+        if let Some(known) = self.idents.get(&ident) {
+            return Ok(known.clone());
+        }
+        let ident = Arc::new(ident);
+        self.idents.insert(ident.clone());
+        Ok(ident)
     }
 
     /// A stack field: 0 for none, else stack id + 1.
@@ -257,37 +298,6 @@ impl Decoder {
                 .cloned()
                 .map(Some)
                 .ok_or_else(|| anyhow!("stack id {k} not defined")),
-        }
-    }
-
-    fn blank(&self, tid: u32) -> ThreadSample {
-        let empty: Arc<str> = "".into();
-        ThreadSample {
-            tid,
-            tgid: 0,
-            uid: 0,
-            user: empty.clone(),
-            comm: empty.clone(),
-            process: Arc::new(Process {
-                tgid: 0,
-                comm: empty.clone(),
-                exe: empty.clone(),
-                cmdline: empty.clone(),
-            }),
-            pidns: 0,
-            cgroup_id: 0,
-            cgroup: empty,
-            cpu: 0,
-            kthread: false,
-            state: State::Run,
-            syscall: Syscall::None,
-            since_offcpu_ns: None,
-            since_oncpu_ns: None,
-            voluntary: None,
-            runq_wait_ns: None,
-            waker_tid: None,
-            kstack: None,
-            ustack: None,
         }
     }
 }

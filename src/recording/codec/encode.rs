@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::*;
-use crate::model::{Process, Stack};
+use crate::model::{Process, Stack, ThreadIdent};
 
 /// Static per-thread fields as ids, compared to detect a change.
 #[derive(Clone, PartialEq)]
@@ -21,7 +21,7 @@ struct StaticIds {
 }
 
 struct EncThread {
-    sample: ThreadSample, // the previous sample, for cheap Arc-equality checks of static fields
+    ident: Arc<ThreadIdent>, // the previous sample's, usually the very same Arc
     prev: Prev,
 }
 
@@ -121,7 +121,7 @@ impl Encoder {
         id
     }
 
-    fn static_ids(&mut self, s: &ThreadSample) -> StaticIds {
+    fn static_ids(&mut self, s: &ThreadIdent) -> StaticIds {
         StaticIds {
             tgid: s.tgid,
             uid: s.uid,
@@ -170,22 +170,24 @@ impl Encoder {
         o.uv(snap.samples.len() as u64);
         let mut ptid = 0u32;
         for s in &snap.samples {
-            o.iv(i64::from(s.tid) - i64::from(ptid));
-            ptid = s.tid;
+            o.iv(i64::from(s.ident.tid) - i64::from(ptid));
+            ptid = s.ident.tid;
             self.sample(o, snap.time_ns, s);
         }
         self.snap = Some(header(snap));
     }
 
     fn sample(&mut self, o: &mut Out, time_ns: u64, s: &ThreadSample) {
-        let known = self.threads.get(&s.tid);
-        let same_static = known.is_some_and(|t| same_static(&t.sample, s));
+        let known = self.threads.get(&s.ident.tid);
+        // The tid is the key: the other identity fields are the static ones.
+        // Arc equality compares by pointer first, then by value.
+        let same_static = known.is_some_and(|t| t.ident == s.ident);
         let p = known.map(|t| t.prev.clone()).unwrap_or_default();
         let mut mask = 0;
         let mut fields = Out::default();
         if !same_static {
             mask |= M_STATIC;
-            let ids = self.static_ids(s);
+            let ids = self.static_ids(&s.ident);
             let f = &mut fields;
             [ids.tgid, ids.uid, ids.pidns]
                 .iter()
@@ -273,25 +275,13 @@ impl Encoder {
             ustack: us,
         };
         self.threads.insert(
-            s.tid,
+            s.ident.tid,
             EncThread {
-                sample: s.clone(),
+                ident: s.ident.clone(),
                 prev,
             },
         );
     }
-}
-
-fn same_static(a: &ThreadSample, b: &ThreadSample) -> bool {
-    a.tgid == b.tgid
-        && a.uid == b.uid
-        && a.pidns == b.pidns
-        && a.cgroup_id == b.cgroup_id
-        && a.kthread == b.kthread
-        && a.user == b.user
-        && a.comm == b.comm
-        && a.cgroup == b.cgroup
-        && a.process == b.process
 }
 
 /// The per-thread clock skew of this pass: the most common deviation of the
