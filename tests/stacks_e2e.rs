@@ -155,3 +155,72 @@ fn a_walk_that_cannot_reach_the_root_is_marked_truncated() {
         assert_eq!(&*u.frames[0], "xt_badfp_marker", "{}", dump(obs));
     }
 }
+
+/// Brings a CPU back online when dropped, even if the test panics.
+struct Offline(String);
+
+impl Drop for Offline {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.0, "1");
+    }
+}
+
+#[test]
+fn the_profile_survives_cpu_hotplug() {
+    let Some(_serial) = live_bpf() else { return };
+    let cpu = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
+    if cpu == 0 {
+        eprintln!("skipping: CPU hotplug needs a second CPU");
+        return;
+    }
+    let sampler = on_cpu0(|| {
+        xtop::sampler::Sampler::start(SamplerOptions {
+            profile_hz: 1000,
+            ..opts(false)
+        })
+    })
+    .expect("BPF sampler must load (run as root)");
+    // A CPU taken offline loses its per-CPU perf events for good, even once it
+    // is back: xtop must notice and re-arm it, or running threads there would
+    // silently have no stacks.
+    let path = format!("/sys/devices/system/cpu/cpu{cpu}/online");
+    {
+        if std::fs::write(&path, "0").is_err() {
+            eprintln!("skipping: CPU {cpu} cannot be taken offline here");
+            return;
+        }
+        let _back = Offline(path.clone());
+        read_stacks(&sampler, 5);
+    }
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap().trim(),
+        "1",
+        "CPU {cpu} back online"
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinner = {
+        let stop = stop.clone();
+        std::thread::Builder::new()
+            .name("xt_hotplug".into())
+            .spawn(move || {
+                w::pin_to_cpu(cpu);
+                common::markers::xt_spin_marker(&stop)
+            })
+            .unwrap()
+    };
+    // The profile is checked once a second: after that, running samples carry stacks.
+    read_stacks(&sampler, 15);
+    let by = read_stacks(&sampler, 20);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    spinner.join().unwrap();
+    sampler.stop().unwrap();
+    let obs = of(&by, "xt_hotplug");
+    let run: Vec<&StackObs> = obs.iter().filter(|o| o.state == "RUN").collect();
+    let with = run.iter().filter(|o| o.user_has("xt_spin_marker")).count();
+    assert!(
+        run.len() >= 10 && with * 2 >= run.len(),
+        "{with} of {} running samples on the re-onlined CPU with a stack: {}",
+        run.len(),
+        dump(obs)
+    );
+}

@@ -17,7 +17,7 @@ pub struct Bpf<'obj> {
     skel: XtopSkel<'obj>,
     iter_link: Link,
     _hooks: Vec<(&'static str, Link)>,
-    _profile: Vec<Link>,
+    profile: Option<profile::Profile>,
     pub warnings: Vec<String>,
 }
 
@@ -111,17 +111,16 @@ impl<'obj> Bpf<'obj> {
             },
         );
         let profile = if opts.profile_hz == 0 {
-            Vec::new()
+            None
         } else if disabled.iter().any(|d| d == "perf_event") {
             warnings.push(format!(
                 "cannot attach perf_event (disabled by XTOP_DISABLE_HOOKS): {PROFILE_FEEDS}"
             ));
-            Vec::new()
+            None
         } else {
-            profile::attach(&skel.progs.profile_cpu, opts.profile_hz).unwrap_or_else(|e| {
-                warnings.push(format!("cannot attach perf_event ({e:#}): {PROFILE_FEEDS}"));
-                Vec::new()
-            })
+            profile::Profile::attach(&skel.progs.profile_cpu, opts.profile_hz)
+                .map_err(|e| warnings.push(format!("cannot attach perf_event ({e:#}): {PROFILE_FEEDS}")))
+                .ok()
         };
         if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
             bss.user_stacks = opts.user_stacks;
@@ -135,9 +134,16 @@ impl<'obj> Bpf<'obj> {
             skel,
             iter_link,
             _hooks: hooks,
-            _profile: profile,
+            profile,
             warnings,
         })
+    }
+
+    /// Keeps the on-CPU profile covering every online CPU (see `Profile`).
+    pub fn refresh_profile(&mut self) {
+        if let Some(p) = &mut self.profile {
+            p.refresh(&self.skel.progs.profile_cpu);
+        }
     }
 
     pub fn set_emit_all(&mut self, all: bool) {

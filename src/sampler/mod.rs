@@ -276,6 +276,7 @@ fn run(
     let mut last_cpu = process_cpu_ns();
     loop {
         bpf.set_emit_all(control.all.load(Ordering::Relaxed));
+        bpf.refresh_profile();
         let mut snap = match pass.run(&mut bpf, opts.interval, ncpus) {
             Ok(s) => s,
             Err(e) => {

@@ -290,6 +290,13 @@ impl StackObs {
 
 pub fn sample_stacks(opts: SamplerOptions, passes: usize) -> HashMap<String, Vec<StackObs>> {
     let sampler = on_cpu0(|| Sampler::start(opts)).expect("BPF sampler must load (run as root)");
+    let by_comm = read_stacks(&sampler, passes);
+    sampler.stop().unwrap();
+    by_comm
+}
+
+/// The stacks of the next `passes` snapshots of a running sampler, by thread name.
+pub fn read_stacks(sampler: &Sampler, passes: usize) -> HashMap<String, Vec<StackObs>> {
     let mut by_comm: HashMap<String, Vec<StackObs>> = HashMap::new();
     for _ in 0..passes {
         let snap = sampler
@@ -307,6 +314,5 @@ pub fn sample_stacks(opts: SamplerOptions, passes: usize) -> HashMap<String, Vec
                 });
         }
     }
-    sampler.stop().unwrap();
     by_comm
 }
