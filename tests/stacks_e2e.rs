@@ -105,7 +105,11 @@ fn direct_io_reader_waits_in_block_io() {
     let obs = of(&by, w::DIO);
     let disk: Vec<&StackObs> = obs.iter().filter(|o| o.state == "DISK").collect();
     assert!(!disk.is_empty(), "reader never in DISK: {}", dump(obs));
-    for o in disk {
+    // A reader whose I/O completes while it is being unwound ran meanwhile: its
+    // stacks are dropped, never mixed. That is rare; a wrong stack never is.
+    let with: Vec<&StackObs> = disk.iter().copied().filter(|o| o.kstack.is_some()).collect();
+    assert!(with.len() * 4 >= disk.len() * 3, "{}", dump(obs));
+    for o in with {
         assert!(
             o.kernel_has(&[
                 "io_schedule",
