@@ -181,6 +181,9 @@ pub fn assert_only(by: &ByComm, comm: &str, allowed: &[&str]) {
     );
 }
 
+/// Every `state` sample of `comm` is in `syscall`, or unknown: a thread that
+/// got a CPU between the walk's reads of its state and of its registers has
+/// none to read (rare; a wrong syscall never happens).
 pub fn assert_syscall(by: &ByComm, comm: &str, state: &str, syscall: &str) {
     let obs: Vec<&Obs> = by[comm].iter().filter(|o| o.state == state).collect();
     assert!(
@@ -188,8 +191,9 @@ pub fn assert_syscall(by: &ByComm, comm: &str, state: &str, syscall: &str) {
         "{comm} never in {state}; seen {:?}",
         states(by, comm)
     );
+    let right = obs.iter().filter(|o| o.syscall == syscall).count();
     assert!(
-        obs.iter().all(|o| o.syscall == syscall),
+        obs.iter().all(|o| o.syscall == syscall || o.syscall.is_empty()) && right * 4 >= obs.len() * 3,
         "{comm} in {state}: {obs:?}, want {syscall}"
     );
 }
