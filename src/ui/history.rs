@@ -19,41 +19,40 @@ use std::time::Duration;
 
 use crate::model::{Snapshot, Stack, State, Syscall, ThreadIdent, ThreadSample};
 
-/// The sampler and the recording decoder hand out one Arc per unchanged
-/// thread identity: compare by pointer first, and hash only the fields that
-/// tell a thread's identities apart cheaply (not the process's strings).
+/// An interning key for values the sampler and the recording decoder share as
+/// Arcs (thread identities, stacks): equal by pointer first, then by value, and
+/// hashed by `KeyHash`, which reads only the fields that tell values apart
+/// cheaply, so interning neither rehashes every frame name nor every string.
 #[derive(Clone, Debug)]
-struct IdentKey(Arc<ThreadIdent>);
+struct ArcKey<T>(Arc<T>);
 
-impl PartialEq for IdentKey {
+trait KeyHash {
+    fn key_hash<H: Hasher>(&self, h: &mut H);
+}
+
+impl<T: PartialEq> PartialEq for ArcKey<T> {
     fn eq(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
     }
 }
-impl Eq for IdentKey {}
-impl Hash for IdentKey {
+impl<T: Eq> Eq for ArcKey<T> {}
+impl<T: KeyHash> Hash for ArcKey<T> {
     fn hash<H: Hasher>(&self, h: &mut H) {
+        self.0.key_hash(h);
+    }
+}
+
+impl KeyHash for ThreadIdent {
+    fn key_hash<H: Hasher>(&self, h: &mut H) {
         // Not the tid alone: a thread renaming itself every second would pile
         // up an hour of identities in one hash chain.
-        let t = &*self.0;
-        (t.tid, t.uid, t.cgroup_id, &*t.comm).hash(h);
+        (self.tid, self.uid, self.cgroup_id, &*self.comm).hash(h);
     }
 }
 
-/// Stacks come from the sampler as shared Arcs; compare by pointer first and
-/// hash only the address hash, so interning does not rehash every frame name.
-#[derive(Clone, Debug)]
-struct StackKey(Arc<Stack>);
-
-impl PartialEq for StackKey {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
-    }
-}
-impl Eq for StackKey {}
-impl Hash for StackKey {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        self.0.hash.hash(h);
+impl KeyHash for Stack {
+    fn key_hash<H: Hasher>(&self, h: &mut H) {
+        self.hash.hash(h);
     }
 }
 
@@ -217,11 +216,11 @@ struct Stored {
 
 pub struct History {
     snaps: VecDeque<Stored>,
-    threads: Interner<IdentKey>,
+    threads: Interner<ArcKey<ThreadIdent>>,
     /// Per thread id: the episode of its latest stored sample.
     last_episode: Vec<u32>,
     episodes: Episodes,
-    stacks: Interner<StackKey>,
+    stacks: Interner<ArcKey<Stack>>,
     /// Keep snapshots newer than `latest - limit`; None keeps everything (replay).
     limit: Option<Duration>,
     /// Id of `snaps[0]`: ids count every snapshot ever pushed, so caches can
@@ -340,7 +339,7 @@ impl History {
     }
 
     fn compact(&mut self, snap: &Snapshot, s: &ThreadSample) -> Row {
-        let thread = self.threads.acquire(IdentKey(s.ident.clone()));
+        let thread = self.threads.acquire(ArcKey(s.ident.clone()));
         let t = snap.time_ns;
         let (syscall, nr, args, seq, syscall_start) = match s.syscall {
             Syscall::None => (SYSCALL_NONE, 0, [0; 6], NONE_U64, NONE_U64),
@@ -354,11 +353,11 @@ impl History {
         };
         // Look the stack up without taking a reference: if the episode is shared,
         // the shared one already holds it. An unknown stack means a new episode.
-        let stack_key = s.kstack.as_ref().map(|k| StackKey(k.clone()));
+        let stack_key = s.kstack.as_ref().map(|k| ArcKey(k.clone()));
         let known = stack_key
             .as_ref()
             .map_or(Some(NONE_U32), |k| self.stacks.ids.get(k).copied());
-        let ustack_key = s.ustack.as_ref().map(|u| StackKey(u.clone()));
+        let ustack_key = s.ustack.as_ref().map(|u| ArcKey(u.clone()));
         let uknown = ustack_key
             .as_ref()
             .map_or(Some(NONE_U32), |u| self.stacks.ids.get(u).copied());
