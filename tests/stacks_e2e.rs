@@ -66,7 +66,7 @@ fn a_preempted_spinner_keeps_its_stack_across_slices() {
     // How often the spinner is on its CPU at pass time varies a lot from run to
     // run here (7 to 39 of 40 passes; other threads wake on that CPU): sample
     // until it was seen running 20 times.
-    let sampler = on_cpu0(|| xtop::sampler::Sampler::start(opts(false))).expect("BPF sampler must load");
+    let sampler = start_sampler(opts(false));
     let mut obs: Vec<StackObs> = Vec::new();
     for _ in 0..10 {
         obs.extend(of(&read_stacks(&sampler, 20), w::SPIN).iter().cloned());
@@ -188,13 +188,10 @@ fn the_profile_survives_cpu_hotplug() {
         eprintln!("skipping: CPU hotplug needs a second CPU");
         return;
     }
-    let sampler = on_cpu0(|| {
-        xtop::sampler::Sampler::start(SamplerOptions {
-            profile_hz: 1000,
-            ..opts(false)
-        })
-    })
-    .expect("BPF sampler must load (run as root)");
+    let sampler = start_sampler(SamplerOptions {
+        profile_hz: 1000,
+        ..opts(false)
+    });
     // A CPU taken offline loses its per-CPU perf events for good, even once it
     // is back: xtop must notice and re-arm it, or running threads there would
     // silently have no stacks.

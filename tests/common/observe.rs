@@ -46,8 +46,13 @@ where
     })
 }
 
+/// The real sampler, started from CPU 0 (see `on_cpu0`); its thread inherits that CPU.
+pub fn start_sampler(opts: SamplerOptions) -> Sampler {
+    on_cpu0(|| Sampler::start(opts)).expect("BPF sampler must load (run as root)")
+}
+
 pub fn sample_live(opts: SamplerOptions, passes: usize) -> ByComm {
-    let sampler = on_cpu0(|| Sampler::start(opts)).expect("BPF sampler must load (run as root)");
+    let sampler = start_sampler(opts);
     let get = |name: &str| dimensions::find(name).unwrap();
     let mut by_comm = ByComm::new();
     for _ in 0..passes {
@@ -293,7 +298,7 @@ impl StackObs {
 }
 
 pub fn sample_stacks(opts: SamplerOptions, passes: usize) -> HashMap<String, Vec<StackObs>> {
-    let sampler = on_cpu0(|| Sampler::start(opts)).expect("BPF sampler must load (run as root)");
+    let sampler = start_sampler(opts);
     let by_comm = read_stacks(&sampler, passes);
     sampler.stop().unwrap();
     by_comm
