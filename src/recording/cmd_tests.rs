@@ -393,5 +393,5 @@ fn record_loop_writes_everything_taken_and_counts_drops() {
         &rx,
         &AtomicBool::new(true),
     );
-    assert!(format!("{:#}", bad.unwrap_err()).starts_with("cannot open"));
+    assert!(format!("{:#}", bad.unwrap_err()).starts_with("cannot create"));
 }

@@ -43,7 +43,7 @@ impl DroppedCount {
 impl Reader {
     pub fn open(path: &Path) -> Result<Reader> {
         let name = path.display().to_string();
-        let file = File::open(path).with_context(|| format!("cannot open {name}"))?;
+        let file = crate::atomic_file::open_regular(path)?;
         let (mut frames, version) = FrameReader::open(file).with_context(|| name.clone())?;
         let session = loop {
             match frames.next_frame() {

@@ -319,7 +319,7 @@ fn unwritable_target_is_a_clear_error() {
             .err()
             .unwrap()
     );
-    assert!(e.contains("cannot open") && e.contains("no/such/dir"), "{e}");
+    assert!(e.contains("cannot create") && e.contains("no/such/dir"), "{e}");
     let e = format!("{:#}", Writer::append(&d.0, &session()).err().unwrap());
     assert!(!e.is_empty());
     fs::write(d.join("notes.txt"), "hello world, not a recording").unwrap();
@@ -417,4 +417,37 @@ fn decoder_refuses_unknown_sample_fields() {
         .decode(&payload(1 << 13), &mut out)
         .unwrap_err();
     assert!(err.to_string().contains("thread 7 used before"), "{err}");
+}
+
+#[test]
+fn a_second_recorder_on_the_same_file_is_refused_naming_the_first() {
+    let d = TempDir::new("tworec");
+    let p = d.join("same.xtop");
+    let mut first = Writer::append(&p, &session()).unwrap();
+    let e = format!("{:#}", Writer::append(&p, &session()).err().unwrap());
+    assert_eq!(
+        e,
+        format!(
+            "{} is being recorded by PID {}; refusing to write to it too",
+            p.display(),
+            std::process::id()
+        )
+    );
+    first.write_snapshots(&varied()).unwrap();
+    first.finish().unwrap();
+    assert_eq!(
+        read_files(std::slice::from_ref(&p)).unwrap().snapshots.len(),
+        varied().len()
+    );
+}
+
+#[test]
+fn appending_to_a_public_recording_makes_it_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = TempDir::new("public");
+    let p = d.join("r.xtop");
+    write_file(&p, &session(), &varied()).unwrap();
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
+    Writer::append(&p, &session()).unwrap().finish().unwrap();
+    assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
 }

@@ -29,8 +29,10 @@ pub struct Writer {
 }
 
 /// Opens for writing with mode 0600: command lines in samples can hold secrets.
+/// Never through a symlink: xtop runs as root in directories others can write.
 fn open_private(path: &Path, opts: &mut OpenOptions) -> Result<File> {
     opts.mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
         .with_context(|| format!("cannot open {} for writing", path.display()))
 }
@@ -44,18 +46,26 @@ impl Writer {
 
     /// Continues the recording at `path` (creating it if absent). A torn last
     /// frame left by a crash is cut off first, so the new frames follow intact ones.
+    /// Only a regular file is appended to, made private, and held under an
+    /// exclusive lock: a second recorder on it fails at once, naming the first.
     pub fn append(path: &Path, session: &Session) -> Result<Writer> {
-        let file = match open_private(path, OpenOptions::new().read(true).write(true).create_new(true)) {
-            Ok(f) => f,
+        let (file, new) = match crate::atomic_file::create_private(path) {
+            Ok(f) => (f, true),
             Err(e)
                 if e.downcast_ref::<std::io::Error>()
                     .is_some_and(|e| e.kind() == ErrorKind::AlreadyExists) =>
             {
-                return Writer::reopen(path, session);
+                (crate::atomic_file::open_for_append(path)?, false)
             }
             Err(e) => return Err(e),
         };
-        Writer::start(file, path, session)
+        claim(&file, path)?;
+        if new {
+            Writer::start(file, path, session)
+        } else {
+            crate::atomic_file::make_private(&file, path)?;
+            Writer::reopen(file, path, session)
+        }
     }
 
     /// Begins a new, empty file.
@@ -67,8 +77,7 @@ impl Writer {
         Ok(w)
     }
 
-    fn reopen(path: &Path, session: &Session) -> Result<Writer> {
-        let file = open_private(path, OpenOptions::new().read(true).write(true))?;
+    fn reopen(file: File, path: &Path, session: &Session) -> Result<Writer> {
         let mut warnings = Vec::new();
         let len = file.metadata()?.len();
         let good = if len == 0 {
@@ -189,9 +198,9 @@ impl Writer {
 /// Writes a whole recording atomically: a private temp file, fsync, rename,
 /// fsync of the directory. Readers never see a half-written file at `path`.
 pub fn write_file(path: &Path, session: &Session, snaps: &[Snapshot]) -> Result<()> {
-    let tmp = crate::atomic_file::temp_beside(path)?;
+    let (tmp, file) = crate::atomic_file::create_temp(path)?;
     let result = (|| {
-        let mut w = Writer::create(&tmp, session)?;
+        let mut w = Writer::start(file, &tmp, session)?;
         // Batches of 60 snapshots: better compression, still small frames.
         for chunk in snaps.chunks(60) {
             w.write_snapshots(chunk)?;
@@ -205,6 +214,21 @@ pub fn write_file(path: &Path, session: &Session, snaps: &[Snapshot]) -> Result<
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// Takes the recording's exclusive lock, or says who holds it.
+fn claim(file: &File, path: &Path) -> Result<()> {
+    let locked =
+        crate::atomic_file::try_lock(file).with_context(|| format!("cannot lock {}", path.display()))?;
+    if !locked {
+        let who = crate::atomic_file::lock_holder(file)
+            .map_or("another process".to_string(), |p| format!("PID {p}"));
+        anyhow::bail!(
+            "{} is being recorded by {who}; refusing to write to it too",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 /// Makes a new or renamed directory entry durable.

@@ -2,9 +2,9 @@
 //! read xtop recordings: hourly files in OUT named by local time.
 
 use std::collections::HashSet;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use anyhow::{anyhow, Context, Result};
@@ -147,8 +147,9 @@ impl Hour {
     fn open(dir: &Path, key: &str, again: bool) -> Result<Hour> {
         let file = |base: &str, header: &str| -> Result<BufWriter<File>> {
             let path = dir.join(format!("{base}_{key}.csv"));
+            // Inside a private staging directory: nobody else can plant names here.
             let mut o = OpenOptions::new();
-            o.create(true).mode(0o600);
+            o.create(true).mode(0o600).custom_flags(libc::O_NOFOLLOW);
             if again {
                 o.append(true);
             } else {
@@ -157,9 +158,6 @@ impl Hour {
             let file = o
                 .open(&path)
                 .with_context(|| format!("cannot create {}", path.display()))?;
-            // An hourly file left by an earlier export keeps its inode: make it private too.
-            file.set_permissions(std::fs::Permissions::from_mode(0o600))
-                .with_context(|| format!("cannot make {} private", path.display()))?;
             let mut w = BufWriter::new(file);
             if !again {
                 writeln!(w, "{header}").with_context(|| format!("writing {}", path.display()))?;
@@ -188,8 +186,11 @@ impl Hour {
 }
 
 /// Writes every sample into OUT/xcapture_*_YYYY-MM-DD.HH.csv files.
+/// The files are built in a private staging directory and renamed into `dir`
+/// only when all are whole: a killed export leaves no partial file there.
 pub fn export(dir: &Path, snaps: impl IntoIterator<Item = Snapshot>) -> Result<()> {
-    fs::create_dir_all(dir).with_context(|| format!("cannot create directory {}", dir.display()))?;
+    let staging = crate::atomic_file::StagingDir::create(dir)?;
+    let out = staging.path().to_path_buf();
     let cols = Columns::resolve()?;
     let mut begun: HashSet<String> = HashSet::new();
     let mut hour: Option<Hour> = None;
@@ -201,7 +202,7 @@ pub fn export(dir: &Path, snaps: impl IntoIterator<Item = Snapshot>) -> Result<(
             if let Some(h) = hour.take() {
                 h.finish().with_context(ctx)?;
             }
-            hour = Some(Hour::open(dir, &key, !begun.insert(key.clone()))?);
+            hour = Some(Hour::open(&out, &key, !begun.insert(key.clone()))?);
         }
         let Some(h) = hour.as_mut() else { continue };
         for s in &snap.samples {
@@ -239,5 +240,5 @@ pub fn export(dir: &Path, snaps: impl IntoIterator<Item = Snapshot>) -> Result<(
     if let Some(h) = hour {
         h.finish().with_context(ctx)?;
     }
-    Ok(())
+    staging.publish()
 }
