@@ -206,6 +206,11 @@ impl Drop for StagingDir {
 pub fn publish(tmp: &Path, path: &Path) -> Result<()> {
     fs::rename(tmp, path)
         .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
+    sync_parent(path)
+}
+
+/// Makes a new or renamed directory entry for `path` durable.
+pub fn sync_parent(path: &Path) -> Result<()> {
     sync_dir(dir_of(path))
 }
 

@@ -41,7 +41,9 @@ impl Writer {
     /// Starts a new recording at `path`, replacing any file there.
     pub fn create(path: &Path, session: &Session) -> Result<Writer> {
         let file = open_private(path, OpenOptions::new().write(true).create(true).truncate(true))?;
-        Writer::start(file, path, session)
+        let w = Writer::start(file, path, session)?;
+        crate::atomic_file::sync_parent(path)?;
+        Ok(w)
     }
 
     /// Continues the recording at `path` (creating it if absent). A torn last
@@ -61,7 +63,11 @@ impl Writer {
         };
         claim(&file, path)?;
         if new {
-            Writer::start(file, path, session)
+            let w = Writer::start(file, path, session)?;
+            // A power loss must not take the new file's name with it (write_file
+            // syncs its directory when it renames instead).
+            crate::atomic_file::sync_parent(path)?;
+            Ok(w)
         } else {
             crate::atomic_file::make_private(&file, path)?;
             Writer::reopen(file, path, session)
@@ -73,7 +79,6 @@ impl Writer {
         let mut w = Writer::on(file, path, 0)?;
         w.put(&frame::file_header())?;
         w.write_session(session)?;
-        sync_dir(path)?; // a power loss must not take the new file's name with it
         Ok(w)
     }
 
@@ -229,15 +234,4 @@ fn claim(file: &File, path: &Path) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// Makes a new or renamed directory entry durable.
-fn sync_dir(path: &Path) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .with_context(|| format!("syncing {}", dir.display()))
 }
