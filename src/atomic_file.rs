@@ -321,6 +321,81 @@ pub fn lock_holder(file: &File) -> Option<u32> {
     })
 }
 
+/// Where the lock of a set of files named after `path` lives: `.NAME.xtop-lock`.
+pub fn lock_path(path: &Path) -> Result<PathBuf> {
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} is not a file name", path.display()))?;
+    Ok(dir_of(path).join(format!(".{}.xtop-lock", name.to_string_lossy())))
+}
+
+/// A file that exists only to be locked: it guards something no single file
+/// stands for (a rotation set, whose files change every period). Held until
+/// dropped, then removed.
+pub struct LockFile {
+    path: PathBuf,
+    _lock: File,
+}
+
+impl LockFile {
+    /// Takes the lock at `path` (creating the file, mode 0600, never through a
+    /// symlink). `Ok(Err(holder))` when another process holds it.
+    pub fn acquire(path: &Path) -> Result<std::result::Result<LockFile, Option<u32>>> {
+        loop {
+            let file = match create_private(path) {
+                Ok(f) => f,
+                Err(e) if is_exists(&e) => {
+                    let f = OpenOptions::new()
+                        .read(true)
+                        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+                        .open(path);
+                    match f {
+                        Ok(f) => f,
+                        // Its holder removed it between our two opens: try again.
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                        Err(e) => return Err(e).with_context(|| format!("cannot open {}", path.display())),
+                    }
+                }
+                Err(e) => return Err(e),
+            };
+            let m = file.metadata()?;
+            if !m.is_file() {
+                bail!(
+                    "{} is {}, not a lock file",
+                    path.display(),
+                    kind_of(m.file_type())
+                );
+            }
+            if !try_lock(&file).with_context(|| format!("cannot lock {}", path.display()))? {
+                return Ok(Err(lock_holder(&file)));
+            }
+            // The previous holder may have removed the file after we opened it:
+            // a lock on a name-less file guards nothing, so start over.
+            let same = fs::symlink_metadata(path).is_ok_and(|n| n.dev() == m.dev() && n.ino() == m.ino());
+            if same {
+                return Ok(Ok(LockFile {
+                    path: path.to_path_buf(),
+                    _lock: file,
+                }));
+            }
+        }
+    }
+}
+
+impl Drop for LockFile {
+    fn drop(&mut self) {
+        // Removed while still locked, so whoever opened it meanwhile sees the
+        // name gone and starts over (see acquire).
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// Whether creating failed because the name is taken.
+pub fn is_exists(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<io::Error>()
+        .is_some_and(|e| e.kind() == io::ErrorKind::AlreadyExists)
+}
+
 /// A file being written; `commit` publishes it, dropping it removes the temp.
 pub struct AtomicFile {
     tmp: PathBuf,

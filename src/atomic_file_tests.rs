@@ -163,3 +163,43 @@ fn a_directory_output_appears_whole_or_not_at_all() {
     assert_eq!(names, ["a.csv", "b.csv", "victim"]);
     assert_eq!(fs::read_to_string(d.join("a.csv")).unwrap(), "A");
 }
+
+#[test]
+fn a_killed_exports_staging_directory_is_removed_and_a_live_one_kept() {
+    let d = dir("stale-staging");
+    let victim = trap(&d, &d.join("planted"));
+    // What a kill -9 during an xcapture export leaves: our pattern, unlocked, old,
+    // holding partial files and (planted by someone) a link out.
+    let dead = d.join(format!(".xtop-export{TEMP_MARK}{:016x}", 0x5eed));
+    fs::create_dir(&dead).unwrap();
+    fs::write(dead.join("xcapture_samples_2026-12-02.21.csv"), "TIMESTAMP,").unwrap();
+    symlink(&victim, dead.join("link")).unwrap();
+    age(&dead, Duration::from_secs(600));
+    let live = StagingDir::create(&d).unwrap();
+    age(live.path(), Duration::from_secs(600));
+    let next = StagingDir::create(&d).unwrap();
+    assert!(!dead.exists(), "the dead export's directory is removed");
+    assert!(live.path().is_dir(), "a running export's directory stays");
+    untouched(&victim);
+    drop((live, next));
+}
+
+#[test]
+fn a_lock_file_is_held_once_named_and_removed() {
+    let d = dir("lockfile");
+    let p = lock_path(&d.join("rec.xtop")).unwrap();
+    assert_eq!(p.file_name().unwrap(), ".rec.xtop.xtop-lock");
+    let first = LockFile::acquire(&p).unwrap().ok().unwrap();
+    assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+    let second = LockFile::acquire(&p).unwrap();
+    assert_eq!(second.err(), Some(Some(std::process::id())));
+    drop(first);
+    assert!(!p.exists(), "released locks leave no file");
+    let again = LockFile::acquire(&p).unwrap();
+    assert!(again.is_ok());
+    drop(again);
+    // A link planted at the lock's name is never followed.
+    let victim = trap(&d, &p);
+    assert!(LockFile::acquire(&p).is_err());
+    untouched(&victim);
+}

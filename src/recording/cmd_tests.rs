@@ -356,14 +356,14 @@ fn record_loop_writes_everything_taken_and_counts_drops() {
     snaps[4].dropped = 2;
     snaps.iter().for_each(|s| tx.send(s.clone()).unwrap());
     // A stop request still writes the passes already taken.
-    let stats = record_loop(&out, None, None, &session, &rx, &AtomicBool::new(true)).unwrap();
+    let reserve = || Rotating::reserve(&out, None, 0).unwrap();
+    let stats = record_loop(reserve(), None, &session, &rx, &AtomicBool::new(true)).unwrap();
     assert_eq!((stats.snapshots, stats.samples, stats.dropped), (5, 28, 2));
     assert_eq!(fs::metadata(&out).unwrap().permissions().mode() & 0o777, 0o600);
     // Recording again appends; the deadline stops it.
     tx.send(busy_snapshot(5)).unwrap();
     let stats = record_loop(
-        &out,
-        None,
+        reserve(),
         Some(Duration::from_millis(50)),
         &session,
         &rx,
@@ -381,17 +381,10 @@ fn record_loop_writes_everything_taken_and_counts_drops() {
     // A sampler that ends closes the channel: reported, and what it produced is kept.
     tx.send(busy_snapshot(6)).unwrap();
     drop(tx);
-    let stats = record_loop(&out, None, None, &session, &rx, &AtomicBool::new(false)).unwrap();
+    let stats = record_loop(reserve(), None, &session, &rx, &AtomicBool::new(false)).unwrap();
     assert!(stats.sampler_ended && stats.snapshots == 1);
     assert_eq!(read_files(&[out]).unwrap().snapshots.len(), 7);
-    let (_tx, rx) = crossbeam_channel::unbounded();
-    let bad = record_loop(
-        &d.join("missing/dir/x.xtop"),
-        None,
-        None,
-        &session,
-        &rx,
-        &AtomicBool::new(true),
-    );
-    assert!(format!("{:#}", bad.unwrap_err()).starts_with("cannot create"));
+    // A bad path fails when the files are reserved, before any sampling.
+    let bad = Rotating::reserve(&d.join("missing/dir/x.xtop"), None, 0);
+    assert!(format!("{:#}", bad.err().unwrap()).starts_with("cannot create"));
 }

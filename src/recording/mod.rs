@@ -24,7 +24,7 @@ pub use cmd::RecordingCommand;
 pub use frame::VERSION;
 pub use reader::{Merged, Reader};
 pub use record::{record_loop, RecordStats};
-pub use rotate::{rotated_path, Rotating};
+pub use rotate::{rotated_path, Reserved, Rotating};
 pub use writer::{write_file, Writer};
 
 use std::path::PathBuf;

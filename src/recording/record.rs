@@ -1,7 +1,7 @@
 //! `xtop record`: the live sampler's snapshots appended to a recording until
 //! SIGINT/SIGTERM or `--duration`, flushed and fsynced on the way out.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -11,7 +11,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
 use super::cmd::RecordArgs;
-use super::Rotating;
+use super::rotate::{Reserved, Rotating};
 use crate::model::{Session, Snapshot};
 use crate::sampler::Sampler;
 
@@ -38,19 +38,15 @@ pub fn run_record(args: RecordArgs) -> Result<()> {
         signal_hook::flag::register_conditional_shutdown(sig, 1, stop.clone())?;
         signal_hook::flag::register(sig, stop.clone())?;
     }
+    // Before BPF loads: a bad path or a second recorder on the same file or
+    // rotation set fails at once, with nothing sampled.
+    let files = Rotating::reserve(&args.output, args.rotate, now_ns())?;
     let sampler = Sampler::start(args.sampling.options())?;
     for w in sampler.warnings() {
         eprintln!("xtop: warning: {w}");
     }
     let session = sampler.session().clone();
-    let result = record_loop(
-        &args.output,
-        args.rotate,
-        args.duration,
-        &session,
-        sampler.receiver(),
-        &stop,
-    );
+    let result = record_loop(files, args.duration, &session, sampler.receiver(), &stop);
     // The sampler's own error says why a recording ended early; it goes first.
     let stopped = sampler.stop();
     let stats = match (result, stopped) {
@@ -91,17 +87,16 @@ fn now_ns() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// Writes snapshots from `rx` until `stop`, the deadline, or the sampler ends
-/// (then `sampler_ended` is set).
+/// Writes snapshots from `rx` into the reserved files until `stop`, the
+/// deadline, or the sampler ends (then `sampler_ended` is set).
 pub fn record_loop(
-    out: &Path,
-    rotate: Option<Duration>,
+    files: Reserved,
     duration: Option<Duration>,
     session: &Session,
     rx: &Receiver<Snapshot>,
     stop: &AtomicBool,
 ) -> Result<RecordStats> {
-    let mut sink = Rotating::open(out, rotate, session, now_ns())?;
+    let mut sink = files.start(session)?;
     let deadline = duration.map(|d| Instant::now() + d);
     let mut stats = RecordStats::default();
     let mut last_dropped = 0;

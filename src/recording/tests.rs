@@ -451,3 +451,52 @@ fn appending_to_a_public_recording_makes_it_private() {
     Writer::append(&p, &session()).unwrap().finish().unwrap();
     assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
 }
+
+#[test]
+fn a_second_recorder_on_a_rotation_set_is_refused_whatever_its_period() {
+    let d = TempDir::new("rotset");
+    let base = d.join("rec.xtop");
+    let hour = Some(Duration::from_secs(3600));
+    let first = Rotating::reserve(&base, Some(Duration::from_secs(60)), T0_NS).unwrap();
+    // Another period names other files, yet is the same set.
+    let e = format!("{:#}", Rotating::reserve(&base, hour, T0_NS).err().unwrap());
+    assert_eq!(
+        e,
+        format!(
+            "the rotation set {} is being recorded by PID {}; refusing to write to it too",
+            d.join("rec-*.xtop").display(),
+            std::process::id()
+        )
+    );
+    let mut r = first.start(&session()).unwrap();
+    r.write(&snapshot(0, vec![sample(1, 1, "a", State::Run, None)]))
+        .unwrap();
+    r.finish().unwrap();
+    let second = Rotating::reserve(&base, hour, T0_NS).unwrap();
+    drop(second);
+    let names: Vec<_> = fs::read_dir(d.join(""))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [rotated_path(&base, T0_NS).file_name().unwrap().to_str().unwrap()]
+    );
+}
+
+#[test]
+fn reserving_fails_before_sampling_and_leaves_no_empty_file() {
+    let d = TempDir::new("reserve");
+    let p = d.join("r.xtop");
+    let held = Rotating::reserve(&p, None, 0).unwrap();
+    // What `record` does before loading BPF: the second recorder stops here.
+    let e = format!("{:#}", Rotating::reserve(&p, None, 0).err().unwrap());
+    assert!(e.ends_with("refusing to write to it too"), "{e}");
+    // Sampling never started: the file it made is gone again.
+    drop(held);
+    assert!(!p.exists());
+    // An existing recording is kept as it was.
+    write_file(&p, &session(), &varied()).unwrap();
+    drop(Rotating::reserve(&p, None, 0).unwrap());
+    assert_eq!(read_one(&p).snapshots, varied());
+}

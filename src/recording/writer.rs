@@ -1,7 +1,7 @@
 //! Appending snapshots to a recording file, one frame per write.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{ErrorKind, Write};
+use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -48,30 +48,8 @@ impl Writer {
 
     /// Continues the recording at `path` (creating it if absent). A torn last
     /// frame left by a crash is cut off first, so the new frames follow intact ones.
-    /// Only a regular file is appended to, made private, and held under an
-    /// exclusive lock: a second recorder on it fails at once, naming the first.
     pub fn append(path: &Path, session: &Session) -> Result<Writer> {
-        let (file, new) = match crate::atomic_file::create_private(path) {
-            Ok(f) => (f, true),
-            Err(e)
-                if e.downcast_ref::<std::io::Error>()
-                    .is_some_and(|e| e.kind() == ErrorKind::AlreadyExists) =>
-            {
-                (crate::atomic_file::open_for_append(path)?, false)
-            }
-            Err(e) => return Err(e),
-        };
-        claim(&file, path)?;
-        if new {
-            let w = Writer::start(file, path, session)?;
-            // A power loss must not take the new file's name with it (write_file
-            // syncs its directory when it renames instead).
-            crate::atomic_file::sync_parent(path)?;
-            Ok(w)
-        } else {
-            crate::atomic_file::make_private(&file, path)?;
-            Writer::reopen(file, path, session)
-        }
+        Claimed::take(path)?.into_writer(session)
     }
 
     /// Begins a new, empty file.
@@ -221,17 +199,85 @@ pub fn write_file(path: &Path, session: &Session, snaps: &[Snapshot]) -> Result<
     result
 }
 
-/// Takes the recording's exclusive lock, or says who holds it.
-fn claim(file: &File, path: &Path) -> Result<()> {
-    let locked =
-        crate::atomic_file::try_lock(file).with_context(|| format!("cannot lock {}", path.display()))?;
+/// A recording file reserved for appending before anything is written to it:
+/// a regular file (created 0600 if absent, else made 0600), reached without a
+/// symlink, held under an exclusive lock. So `record` can fail at once, before
+/// sampling starts, when a second recorder targets the same file.
+pub struct Claimed {
+    file: Option<File>,
+    path: PathBuf,
+    /// We created the file: if it is never written, it is removed again.
+    new: bool,
+}
+
+impl Claimed {
+    pub fn take(path: &Path) -> Result<Claimed> {
+        let (file, new) = match crate::atomic_file::create_private(path) {
+            Ok(f) => (f, true),
+            Err(e) if crate::atomic_file::is_exists(&e) => {
+                (crate::atomic_file::open_for_append(path)?, false)
+            }
+            Err(e) => return Err(e),
+        };
+        let claimed = Claimed {
+            file: Some(file),
+            path: path.to_path_buf(),
+            new,
+        };
+        let file = claimed.file.as_ref().expect("just opened");
+        claim(file, &path.display().to_string())?;
+        if !new {
+            crate::atomic_file::make_private(file, path)?;
+        }
+        Ok(claimed)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Starts writing: a new file gets its header, an existing one is
+    /// checked and its torn tail cut; then the session frame.
+    pub fn into_writer(mut self, session: &Session) -> Result<Writer> {
+        let file = self.file.take().expect("claimed once");
+        if self.new {
+            let w = Writer::start(file, &self.path, session)?;
+            // A power loss must not take the new file's name with it (write_file
+            // syncs its directory when it renames instead).
+            crate::atomic_file::sync_parent(&self.path)?;
+            Ok(w)
+        } else {
+            Writer::reopen(file, &self.path, session)
+        }
+    }
+}
+
+impl Drop for Claimed {
+    fn drop(&mut self) {
+        // Never started (sampling failed to start): leave no empty file behind.
+        // Only if the name is still the file we made.
+        if let (Some(f), true) = (&self.file, self.new) {
+            use std::os::unix::fs::MetadataExt;
+            let ours = |m: fs::Metadata| (m.dev(), m.ino());
+            if f.metadata().ok().map(ours) == fs::symlink_metadata(&self.path).ok().map(ours) {
+                let _ = fs::remove_file(&self.path);
+            }
+        }
+    }
+}
+
+/// Takes `file`'s exclusive lock, or says who holds it: "{what} is being
+/// recorded by PID N; refusing to write to it too".
+pub(super) fn claim(file: &File, what: &str) -> Result<()> {
+    let locked = crate::atomic_file::try_lock(file).with_context(|| format!("cannot lock {what}"))?;
     if !locked {
-        let who = crate::atomic_file::lock_holder(file)
-            .map_or("another process".to_string(), |p| format!("PID {p}"));
-        anyhow::bail!(
-            "{} is being recorded by {who}; refusing to write to it too",
-            path.display()
-        );
+        return Err(refuse(what, crate::atomic_file::lock_holder(file)));
     }
     Ok(())
+}
+
+/// The one line a second recorder gets.
+pub(super) fn refuse(what: &str, holder: Option<u32>) -> anyhow::Error {
+    let who = holder.map_or("another process".to_string(), |p| format!("PID {p}"));
+    anyhow::anyhow!("{what} is being recorded by {who}; refusing to write to it too")
 }
