@@ -153,3 +153,56 @@ fn appending_after_sigterm_keeps_every_snapshot_readable() {
         "time ordered"
     );
 }
+
+#[test]
+fn a_second_live_recorder_is_refused_at_once_and_the_first_stays_readable() {
+    let Some(_serial) = live_bpf() else { return };
+    let file = fresh_dir("record-twice").join("same.xtop");
+    let count = || xtop::recording::read_files(&[file.to_path_buf()]).map_or(0, |r| r.snapshots.len());
+    let mut first = on_cpu0(|| {
+        Command::new(env!("CARGO_BIN_EXE_xtop"))
+            .args(["record", "-o", file.to_str().unwrap(), "-i", "100ms"])
+            .spawn()
+            .unwrap()
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while count() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first recorder wrote nothing"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The second fails before loading BPF: at once, one line, naming the first.
+    let t = std::time::Instant::now();
+    let second = Command::new(env!("CARGO_BIN_EXE_xtop"))
+        .args(["record", "-o", file.to_str().unwrap(), "-i", "100ms"])
+        .output()
+        .unwrap();
+    let took = t.elapsed();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "xtop: {} is being recorded by PID {}; refusing to write to it too\n",
+            file.display(),
+            first.id()
+        )
+    );
+    assert!(took < Duration::from_secs(1), "refused after {took:?}");
+    let before = count();
+    while count() < before + 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first recorder stopped writing"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(first.id() as i32, libc::SIGTERM) };
+    assert!(first.wait().unwrap().success());
+    let rec = xtop::recording::read_files(std::slice::from_ref(&file)).unwrap();
+    assert!(rec.warnings.is_empty(), "{:?}", rec.warnings);
+    assert!(rec.snapshots.len() >= before + 3);
+}

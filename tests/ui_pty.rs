@@ -488,6 +488,41 @@ fn rfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).rposition(|w| w == needle)
 }
 
+/// Dangling links at `dir/xtop-HOST-STAMP.EXT` for each second from now to
+/// 30 s on, into an empty `ghosts` directory: a write that follows one would
+/// create a file there. Returns the links.
+fn plant_export_traps(dir: &Path, ghosts: &Path, host: &str, exts: &[&str]) -> Vec<PathBuf> {
+    std::fs::create_dir(ghosts).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let mut links = Vec::new();
+    for sec in now.saturating_sub(1)..now + 30 {
+        // YYYY-MM-DDTHH:MM:SS… local, as the screen names its files.
+        let t = xtop::value::format_local_time(sec * 1_000_000_000);
+        let stamp = t[..19].replace(['-', ':'], "").replace('T', "-");
+        for ext in exts {
+            let name = format!("xtop-{host}-{stamp}.{ext}");
+            let link = dir.join(&name);
+            std::os::unix::fs::symlink(ghosts.join(&name), &link).unwrap();
+            links.push(link);
+        }
+    }
+    links
+}
+
+/// The regular files in `dir` (planted links left out), sorted.
+fn regular_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| std::fs::symlink_metadata(p).unwrap().is_file())
+        .collect();
+    files.sort();
+    files
+}
+
 // ---------------------------------------------------------------------------
 
 #[test]
@@ -535,13 +570,15 @@ fn replay_drill_back_export_quit() {
     assert!(!screen.contains("kstack_top"), "{screen}");
     assert!(row_with(&screen, &["SLEEP", "java"]), "{screen}");
 
+    // Links planted (as a local user would in /tmp) at every name e and f could
+    // pick in the next half minute, pointing where root must never write.
+    let ghosts = dir.join("ghosts");
+    let traps = plant_export_traps(&exports, &ghosts, "ptyhost", &["txt", "xtop", "folded"]);
+
     // e exports the window: a toast, two private files, a recording that reopens.
     tui.send(b"e");
     tui.wait_for("the export toast", |s| s.contains(" exported "));
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&exports)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let mut files = regular_files(&exports);
     files.sort();
     assert_eq!(files.len(), 2, "{files:?}");
     for f in &files {
@@ -568,12 +605,21 @@ fn replay_drill_back_export_quit() {
     tui.wait_for("the opened chain", |s| row_with(s, &["60", "__schedule", "[k]"]));
     tui.send(b"f");
     let screen = tui.wait_for("the folded toast", |s| s.contains(" wrote 60 samples to "));
-    let folded: Vec<PathBuf> = std::fs::read_dir(&exports)
-        .unwrap()
-        .map(|e| e.unwrap().path())
+    let folded: Vec<PathBuf> = regular_files(&exports)
+        .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "folded"))
         .collect();
     assert_eq!(folded.len(), 1, "{screen}");
+    // Every written name replaced its link; no link was followed.
+    assert_eq!(
+        std::fs::read_dir(&ghosts).unwrap().count(),
+        0,
+        "root wrote through a link"
+    );
+    assert!(
+        traps.iter().filter(|t| t.is_file()).count() == 3,
+        "the exports took the trapped names (links replaced by renames)"
+    );
     assert_eq!(
         std::fs::read_to_string(&folded[0]).unwrap(),
         "main;read_block;__libc_read;vfs_read_[k];pipe_read_[k];schedule_[k];__schedule_[k] 60\n"
