@@ -15,4 +15,5 @@ pub mod recording;
 pub mod sampler;
 pub mod symbols;
 pub mod ui;
+pub mod unwind;
 pub mod value;

@@ -113,6 +113,24 @@ impl Process {
         self.exe.is_some() && exe_id(self.pid).is_some_and(|e| Some(e) != self.exe)
     }
 
+    /// The executable file mappings, for the unwinder: each binary to be read
+    /// from a file that is still the one mapped (see `Binary::source`).
+    pub fn unwind_mappings(&self) -> Vec<crate::unwind::Mapping> {
+        self.maps
+            .iter()
+            .filter_map(|m| match &m.region {
+                Region::File { bin, mapped } => Some(crate::unwind::Mapping {
+                    start: m.start,
+                    end: m.end,
+                    offset: m.offset,
+                    key: bin.key,
+                    source: bin.source(mapped)?,
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Where `addr` is, or None if no known mapping holds it.
     pub fn locate(&mut self, addr: u64) -> Option<Loc> {
         let i = self.maps.partition_point(|m| m.start <= addr).checked_sub(1)?;

@@ -69,14 +69,19 @@ impl UserSymbols {
         stack
     }
 
+    /// The executable file mappings of process `pid` (started at `start_ns`),
+    /// read now if it was never seen: what the unwinder needs of it.
+    pub fn unwind_mappings(&mut self, pid: u32, start_ns: u64) -> Vec<crate::unwind::Mapping> {
+        process(&mut self.procs, &mut self.binaries, pid, start_ns)
+            .map(|p| p.unwind_mappings())
+            .unwrap_or_default()
+    }
+
     /// Each address's location. Return addresses are looked up one byte back,
     /// inside the call: a call ending a function must not name the next one.
     fn normalize(&mut self, pid: u32, start_ns: u64, addrs: &[u64]) -> Vec<Loc> {
         let binaries = &mut self.binaries;
-        if self.procs.get_mut(&(pid, start_ns)).is_none() {
-            self.procs.insert((pid, start_ns), Process::new(pid, binaries));
-        }
-        let Some(proc) = self.procs.get_mut(&(pid, start_ns)) else {
+        let Some(proc) = process(&mut self.procs, binaries, pid, start_ns) else {
             return addrs.iter().map(|&a| Loc::Unmapped(a)).collect();
         };
         let mut refreshed = proc.exec_changed();
@@ -103,6 +108,19 @@ impl UserSymbols {
             })
             .collect()
     }
+}
+
+/// Process `pid` (started at `start_ns`), its maps read the first time it is asked for.
+fn process<'a>(
+    procs: &'a mut Bounded<(u32, u64), Process>,
+    binaries: &mut Binaries,
+    pid: u32,
+    start_ns: u64,
+) -> Option<&'a mut Process> {
+    if procs.get_mut(&(pid, start_ns)).is_none() {
+        procs.insert((pid, start_ns), Process::new(pid, binaries));
+    }
+    procs.get_mut(&(pid, start_ns))
 }
 
 /// Key of raw addresses (the cached path): mixed a word at a time, eight times

@@ -1,0 +1,158 @@
+//! A binary's call frame information (CFI): the `.eh_frame` (with its
+//! `.eh_frame_hdr` search table) and `.debug_frame` sections that say, for
+//! every instruction, where the caller's registers and return address are.
+//! Read once per binary (by build-id, through `Binary::key`), only the
+//! sections unwinding needs, never the whole file.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+use object::read::elf::{ElfFile64, FileHeader, ProgramHeader};
+use object::{Object, ObjectSection, ReadCache};
+
+#[cfg(target_arch = "x86_64")]
+const NATIVE_MACHINE: u16 = object::elf::EM_X86_64;
+#[cfg(target_arch = "aarch64")]
+const NATIVE_MACHINE: u16 = object::elf::EM_AARCH64;
+
+/// Section bytes, shared by every process that maps the binary.
+pub type Bytes = Arc<[u8]>;
+
+/// What unwinding needs of one ELF file. Addresses are as the file states
+/// them (SVMAs); a process maps them at some bias.
+#[derive(Debug)]
+pub struct Cfi {
+    pub eh_frame: Option<(Range<u64>, Bytes)>,
+    pub eh_frame_hdr: Option<(Range<u64>, Bytes)>,
+    pub debug_frame: Option<Bytes>,
+    pub text: Option<Range<u64>>,
+    pub got: Option<Range<u64>>,
+    /// Loadable segments as (file offset, virtual address, file size): how a
+    /// mapping's file offset becomes the address the CFI speaks of.
+    loads: Vec<(u64, u64, u64)>,
+}
+
+impl Cfi {
+    /// Reads the CFI of the ELF file at `path`. None if it is not a 64-bit
+    /// little-endian ELF or cannot be read.
+    pub fn read(path: &Path) -> Option<Cfi> {
+        let cache = ReadCache::new(File::open(path).ok()?);
+        let elf = ElfFile64::<object::LittleEndian, _>::parse(&cache).ok()?;
+        let section = |name: &str| {
+            let s = elf.section_by_name(name)?;
+            let range = s.address()..s.address() + s.size();
+            // SHT_NOBITS (a stripped debug file's placeholders) have no data.
+            let data = s.data().ok().filter(|d| !d.is_empty())?;
+            Some((range, Arc::<[u8]>::from(data)))
+        };
+        let range = |name: &str| {
+            let s = elf.section_by_name(name)?;
+            Some(s.address()..s.address() + s.size())
+        };
+        let endian = elf.endian();
+        let loads = elf
+            .elf_program_headers()
+            .iter()
+            .filter(|p| p.p_type(endian) == object::elf::PT_LOAD)
+            .map(|p| (p.p_offset(endian), p.p_vaddr(endian), p.p_filesz(endian)))
+            .collect();
+        // Another architecture's binary (qemu-user, say) has rules for other registers.
+        if elf.elf_header().e_machine(endian) != NATIVE_MACHINE {
+            return None;
+        }
+        Some(Cfi {
+            eh_frame: section(".eh_frame"),
+            eh_frame_hdr: section(".eh_frame_hdr"),
+            debug_frame: section(".debug_frame").map(|(_, d)| d),
+            text: range(".text"),
+            got: range(".got"),
+            loads,
+        })
+    }
+
+    /// Whether there is anything to unwind with.
+    pub fn is_empty(&self) -> bool {
+        self.eh_frame.is_none() && self.debug_frame.is_none()
+    }
+
+    /// The load bias of a mapping of file `offset` at `start`: the CFI's
+    /// address `a` is at `a + bias` in the process.
+    pub fn bias(&self, start: u64, offset: u64) -> Option<u64> {
+        let &(p_offset, p_vaddr, _) = self
+            .loads
+            .iter()
+            .find(|&&(o, _, size)| offset >= o && offset < o + size.max(1))?;
+        let svma = p_vaddr.checked_add(offset - p_offset)?;
+        start.checked_sub(svma)
+    }
+
+    /// Bytes held: what the table cache counts against its budget.
+    pub fn size(&self) -> usize {
+        let len = |d: &Option<(Range<u64>, Bytes)>| d.as_ref().map_or(0, |(_, b)| b.len());
+        len(&self.eh_frame) + len(&self.eh_frame_hdr) + self.debug_frame.as_ref().map_or(0, |d| d.len())
+    }
+}
+
+/// CFI of every binary seen, by `Binary::key` (build-id), within a byte budget:
+/// past it the least recently used tables are dropped (processes still
+/// unwinding with them keep their `Arc` until they are rebuilt).
+pub struct CfiTables {
+    by_key: HashMap<u64, (Option<Arc<Cfi>>, u64)>,
+    bytes: usize,
+    budget: usize,
+    clock: u64,
+}
+
+impl CfiTables {
+    pub fn new(budget: usize) -> Self {
+        CfiTables {
+            by_key: HashMap::new(),
+            bytes: 0,
+            budget,
+            clock: 0,
+        }
+    }
+
+    /// The CFI of binary `key`, read from `source` the first time. A binary
+    /// without CFI is remembered as such (None), so it is not read again.
+    pub fn get(&mut self, key: u64, source: impl FnOnce() -> Option<Cfi>) -> Option<Arc<Cfi>> {
+        self.clock += 1;
+        if let Some((cfi, used)) = self.by_key.get_mut(&key) {
+            *used = self.clock;
+            return cfi.clone();
+        }
+        let cfi = source().filter(|c| !c.is_empty()).map(Arc::new);
+        self.bytes += cfi.as_ref().map_or(0, |c| c.size());
+        self.by_key.insert(key, (cfi.clone(), self.clock));
+        self.evict();
+        cfi
+    }
+
+    /// Drops the oldest tables until the budget holds (the newest always stays).
+    fn evict(&mut self) {
+        if self.bytes <= self.budget {
+            return;
+        }
+        let mut by_age: Vec<(u64, u64, usize)> = self
+            .by_key
+            .iter()
+            .map(|(&k, (c, used))| (*used, k, c.as_ref().map_or(0, |c| c.size())))
+            .collect();
+        by_age.sort_unstable();
+        for (used, key, size) in by_age {
+            if self.bytes <= self.budget || used == self.clock {
+                break;
+            }
+            self.by_key.remove(&key);
+            self.bytes -= size;
+        }
+    }
+
+    /// Bytes of CFI held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}

@@ -1,0 +1,204 @@
+//! The unwinder against real stack windows: this test process captures its
+//! own registers and copies its own stack, as the kernel does for a thread
+//! off CPU. The test binary (release, no frame pointers) and the distro glibc
+//! under it have CFI only, so only CFI can reach the thread's root.
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+#[cfg(target_arch = "x86_64")]
+use super::capture::{capture, Captured};
+use super::cfi::{Cfi, CfiTables};
+use super::*;
+
+/// The executable file mappings of this process, as the sampler gets them.
+fn own_mappings() -> Vec<Mapping> {
+    crate::symbols::UserSymbols::new().unwind_mappings(std::process::id(), 0)
+}
+
+// Each caller does work after its call, so none of them is a tail call that
+// would (correctly) be missing from the stack.
+#[cfg(target_arch = "x86_64")]
+#[inline(never)]
+fn caller_two(x: u64) -> (Captured, u64) {
+    let c = capture();
+    (c, black_box(x).wrapping_mul(3))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(never)]
+fn caller_one(x: u64) -> (Captured, u64) {
+    let (c, y) = caller_two(black_box(x) + 1);
+    (c, black_box(y) ^ 5)
+}
+
+/// Function names of `addrs` (return addresses looked up inside their call).
+fn names(addrs: &[u64]) -> Vec<String> {
+    use blazesym::symbolize::source::{Process, Source};
+    use blazesym::symbolize::{Input, Symbolizer};
+    let lookup: Vec<u64> = addrs
+        .iter()
+        .enumerate()
+        .map(|(i, &a)| if i == 0 { a } else { a - 1 })
+        .collect();
+    let src = Source::Process(Process::new(blazesym::Pid::Slf));
+    Symbolizer::new()
+        .symbolize(&src, Input::AbsAddr(&lookup))
+        .unwrap()
+        .into_iter()
+        .map(|s| s.as_sym().map_or_else(|| "?".to_string(), |s| s.name.to_string()))
+        .collect()
+}
+
+fn position(names: &[String], part: &str) -> usize {
+    names
+        .iter()
+        .position(|n| n.contains(part))
+        .unwrap_or_else(|| panic!("no {part} in {names:#?}"))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_thread_without_frame_pointers_unwinds_to_its_root_in_order() {
+    let (c, _) = std::thread::spawn(|| caller_one(7)).join().unwrap();
+    let mut u = Unwinder::new();
+    let proc = u.process(&own_mappings());
+    assert!(proc.modules() >= 2, "this binary and libc have CFI");
+    let got = u.unwind(&proc, &c.regs, c.window(usize::MAX));
+    let n = names(&got.addrs);
+    assert_eq!(got.end, End::Root, "{n:#?}");
+    let chain = ["capture", "caller_two", "caller_one", "start_thread"];
+    let at: Vec<usize> = chain.iter().map(|f| position(&n, f)).collect();
+    assert!(
+        at.windows(2).all(|w| w[0] < w[1]),
+        "{chain:?} out of order: {n:#?}"
+    );
+    assert_eq!(at[0], 0, "the leaf is the instruction pointer's function");
+    assert!(
+        n.last().unwrap().contains("clone"),
+        "a thread's root is clone3: {n:#?}"
+    );
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_short_window_says_so_and_keeps_the_frames_it_covered() {
+    let (c, _) = std::thread::spawn(|| caller_one(1)).join().unwrap();
+    let mut u = Unwinder::new();
+    let proc = u.process(&own_mappings());
+    let whole = u.unwind(&proc, &c.regs, c.window(usize::MAX));
+    let short = u.unwind(&proc, &c.regs, c.window(256));
+    assert_eq!(short.end, End::Window);
+    assert!(short.truncated());
+    assert!(short.addrs.len() < whole.addrs.len(), "{short:?}");
+    assert_eq!(short.addrs[..], whole.addrs[..short.addrs.len()]);
+    // The same cut at the real end of the stack is a broken unwind, not a window.
+    let mut at_end = c.window(256);
+    at_end.to_end = true;
+    assert_eq!(u.unwind(&proc, &c.regs, at_end).end, End::Lost);
+}
+
+#[test]
+fn code_without_cfi_is_walked_by_frame_pointer() {
+    // Two frame records {caller's fp, return address}; the outer one's fp is 0.
+    let start = 0x7000_0000u64;
+    let mut words = [0u64; 8];
+    words[2] = start + 48; // record at start+16 -> record at start+48
+    words[3] = 0x2222;
+    words[6] = 0;
+    words[7] = 0x3333;
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let regs = Regs {
+        ip: 0x1111,
+        sp: start,
+        fp: start + 16,
+        lr: 0,
+    };
+    let mut u = Unwinder::new();
+    let proc = u.process(&[]);
+    let w = Window {
+        start,
+        bytes: &bytes,
+        to_end: true,
+    };
+    let got = u.unwind(&proc, &regs, w);
+    assert_eq!(got.addrs, vec![0x1111, 0x2222, 0x3333]);
+    assert_eq!(got.end, End::Root);
+}
+
+#[test]
+fn a_loop_in_the_stack_stops_at_the_depth_limit_or_as_lost() {
+    // A frame record that points at itself: never a root, never endless.
+    let start = 0x7000_0000u64;
+    let bytes: Vec<u8> = [start, 0x4444].iter().flat_map(|w| w.to_le_bytes()).collect();
+    let regs = Regs {
+        ip: 0x1111,
+        sp: start,
+        fp: start,
+        lr: 0,
+    };
+    let mut u = Unwinder::new();
+    let proc = u.process(&[]);
+    let got = u.unwind(
+        &proc,
+        &regs,
+        Window {
+            start,
+            bytes: &bytes,
+            to_end: true,
+        },
+    );
+    assert!(got.truncated() && got.addrs.len() <= MAX_FRAMES, "{got:?}");
+}
+
+/// libc's own load address, as the dynamic linker reports it.
+fn libc_base() -> (u64, String) {
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads the address and fills `info`.
+    let ok = unsafe { libc::dladdr(libc::getpid as *const libc::c_void, &mut info) };
+    assert_ne!(ok, 0);
+    // SAFETY: dladdr set dli_fname to a NUL-terminated path.
+    let path = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+    (info.dli_fbase as u64, path.to_string_lossy().into_owned())
+}
+
+#[test]
+fn a_mappings_bias_is_where_the_loader_put_the_binary() {
+    let (base, path) = libc_base();
+    let m = own_mappings()
+        .into_iter()
+        .find(|m| std::fs::canonicalize(&m.source).ok() == std::fs::canonicalize(&path).ok())
+        .expect("libc mapped executable");
+    let cfi = Cfi::read(&m.source).expect("libc has CFI");
+    assert!(cfi.eh_frame.is_some() && cfi.eh_frame_hdr.is_some());
+    assert_eq!(cfi.bias(m.start, m.offset), Some(base));
+}
+
+#[test]
+fn tables_are_read_once_per_binary_and_held_within_budget() {
+    let (_, libc_path) = libc_base();
+    let exe = std::env::current_exe().unwrap();
+    let libc_size = Cfi::read(libc_path.as_ref()).unwrap().size();
+    let mut t = CfiTables::new(libc_size + 1);
+    let mut reads = 0;
+    let mut get = |t: &mut CfiTables, key, path: &std::path::Path| {
+        t.get(key, || {
+            reads += 1;
+            Cfi::read(path)
+        })
+    };
+    let a = get(&mut t, 1, libc_path.as_ref()).unwrap();
+    assert!(Arc::ptr_eq(&a, &get(&mut t, 1, libc_path.as_ref()).unwrap()));
+    assert!(get(&mut t, 2, "/dev/null".as_ref()).is_none(), "not an ELF file");
+    assert!(get(&mut t, 2, "/dev/null".as_ref()).is_none());
+    assert!(t.bytes() <= libc_size + 1);
+    // Over budget: libc (least recently used) goes, the newest stays.
+    let exe_size = Cfi::read(&exe).unwrap().size();
+    assert!(get(&mut t, 3, &exe).is_some());
+    assert_eq!(t.bytes(), exe_size, "libc still held");
+    assert!(
+        get(&mut t, 1, libc_path.as_ref()).is_some(),
+        "read again when needed"
+    );
+    assert_eq!(reads, 4, "each binary read once, libc again after eviction");
+}
