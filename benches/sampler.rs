@@ -8,7 +8,8 @@
 //! 3. Added cost per context switch of the sched hooks: a pipe ping-pong.
 //!    2 and 3 also compare stacks on (the default) and off: stack capture adds
 //!    nothing on those hot paths.
-//! 4. Cost of user stacks per walked thread: threads that run between passes.
+//! 4. Cost of user stacks per walked thread: threads that run between passes,
+//!    walked by frame pointer in the kernel or copied and unwound with CFI.
 //! 5. CPU share of the on-CPU profile program (BPF run-time stats) under load.
 //! 6. xtop's total CPU at 10,000 threads, 1 s interval, stacks on.
 
@@ -18,7 +19,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use libbpf_rs::libbpf_sys;
-use xtop::sampler::{Sampler, SamplerOptions};
+use xtop::sampler::{Sampler, SamplerOptions, Unwind};
 
 fn threads_on_system() -> usize {
     std::fs::read_dir("/proc")
@@ -317,16 +318,18 @@ fn nappers(
 
 fn user_stack_cost() {
     println!("\n## User stacks: cost per walked thread (1,000 threads napping 50 ms, --all, 100 ms passes)");
-    println!("| user stacks | emitted | walk µs | decode µs | walk µs per thread |");
+    println!("| user stacks | emitted | walk µs | decode µs | (walk + decode) µs per thread |");
     println!("|---|---:|---:|---:|---:|");
     let (stop, hs) = nappers(1000);
     std::thread::sleep(Duration::from_millis(300));
-    let mut walks = Vec::new();
-    for user_stacks in [false, true, false, true] {
+    let modes = [(false, Unwind::Fp), (true, Unwind::Fp), (true, Unwind::Cfi)];
+    let mut runs = Vec::new();
+    for (user_stacks, unwind) in modes.iter().chain(modes.iter()) {
         let s = Sampler::start(SamplerOptions {
             interval: Duration::from_millis(100),
             all: true,
-            user_stacks,
+            user_stacks: *user_stacks,
+            unwind: *unwind,
             ..Default::default()
         })
         .expect("BPF must load: run as root");
@@ -335,23 +338,29 @@ fn user_stack_cost() {
         let walk = median(snaps.iter().map(|x| x.cost.walk_ns).collect());
         let decode = median(snaps.iter().map(|x| x.cost.decode_ns).collect());
         let emitted = snaps.iter().map(|x| x.samples.len()).max().unwrap_or(0);
-        walks.push((user_stacks, walk, emitted));
+        let name = match (user_stacks, unwind) {
+            (false, _) => "off",
+            (true, Unwind::Fp) => "frame pointers (`--unwind fp`)",
+            (true, Unwind::Cfi) => "CFI (default)",
+        };
+        runs.push((name, walk + decode));
         println!(
-            "| {} | {emitted} | {:.0} | {:.0} | {:.3} |",
-            if user_stacks { "on" } else { "off" },
+            "| {name} | {emitted} | {:.0} | {:.0} | {:.3} |",
             walk as f64 / 1000.0,
             decode as f64 / 1000.0,
-            walk as f64 / 1000.0 / emitted.max(1) as f64
+            (walk + decode) as f64 / 1000.0 / emitted.max(1) as f64
         );
     }
-    let mean = |on: bool| {
-        let v: Vec<_> = walks.iter().filter(|w| w.0 == on).collect();
-        v.iter().map(|w| w.1 as f64).sum::<f64>() / v.len() as f64
+    let mean = |name: &str| {
+        let v: Vec<_> = runs.iter().filter(|r| r.0 == name).collect();
+        v.iter().map(|r| r.1 as f64).sum::<f64>() / v.len() as f64
     };
-    println!(
-        "added by user stacks: {:.2} µs per walked thread",
-        (mean(true) - mean(false)) / 1000.0 / 1000.0
-    );
+    for name in ["frame pointers (`--unwind fp`)", "CFI (default)"] {
+        println!(
+            "added by user stacks, {name}: {:.2} µs per walked thread",
+            (mean(name) - mean("off")) / 1000.0 / 1000.0
+        );
+    }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for h in hs {
         let _ = h.join();

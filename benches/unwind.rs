@@ -6,7 +6,8 @@
 //! 1. a stack whose rules are cached (the steady state), 10 and 100 frames deep;
 //! 2. a process seen for the first time, its binaries known (module list built);
 //! 3. a binary never seen: its CFI read (first-stack latency), and the bytes
-//!    held for it (the tables' memory).
+//!    held for it (the tables' memory);
+//! 4. the tables of a PostgreSQL server: postgres and every library it links.
 
 use std::hint::black_box;
 use std::path::Path;
@@ -121,6 +122,40 @@ fn main() {
             "    {name}: {:.2} ms, {} KiB",
             t.as_nanos() as f64 / 1e6,
             cfi.size() / 1024
+        );
+    }
+
+    if let Some(pg) = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()
+        .and_then(|mut d| d.next())
+        .and_then(|e| e.ok())
+        .map(|e| e.path().join("bin/postgres"))
+        .filter(|p| p.exists())
+    {
+        let out = std::process::Command::new("ldd").arg(&pg).output().expect("ldd");
+        let libs: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| {
+                l.split("=>")
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()
+                    .map(str::to_string)
+            })
+            .collect();
+        let mut u = Unwinder::new();
+        let t = Instant::now();
+        for (i, path) in std::iter::once(pg.display().to_string())
+            .chain(libs.iter().cloned())
+            .enumerate()
+        {
+            u.tables.get(i as u64, || Cfi::read(Path::new(&path)));
+        }
+        println!(
+            "  PostgreSQL (postgres and its {} libraries): {} KiB of CFI, read in {:.1} ms",
+            libs.len(),
+            u.tables.bytes() / 1024,
+            t.elapsed().as_secs_f64() * 1e3
         );
     }
 }

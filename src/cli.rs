@@ -5,7 +5,7 @@ use std::time::Duration;
 use clap::{Args, Parser};
 
 use crate::output::Format;
-use crate::sampler::SamplerOptions;
+use crate::sampler::{SamplerOptions, Unwind};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -91,6 +91,12 @@ pub struct SamplingArgs {
     /// Do not walk user stacks (kernel stacks only).
     #[arg(long)]
     pub no_user_stacks: bool,
+    /// How off-CPU user stacks are unwound: `cfi` copies a window of the stack
+    /// and unwinds it with the binaries' call frame information (works without
+    /// frame pointers); `fp` follows frame pointers in the kernel (cheaper, but
+    /// stops at the first function built without them).
+    #[arg(long, value_name = "HOW", value_enum, default_value_t = Unwind::Cfi)]
+    pub unwind: Unwind,
     /// On-CPU profile rate per CPU, for the stacks of running threads (0: off).
     #[arg(long, value_name = "HZ", default_value_t = crate::sampler::DEFAULT_PROFILE_HZ, value_parser = parse_profile_hz)]
     pub profile_hz: u32,
@@ -104,6 +110,7 @@ impl SamplingArgs {
             pids: self.pids.clone(),
             track_syscalls: self.track_syscalls && !self.no_track_syscalls,
             user_stacks: !self.no_user_stacks,
+            unwind: self.unwind,
             profile_hz: self.profile_hz,
         }
     }
@@ -162,6 +169,10 @@ mod tests {
         let c = Cli::try_parse_from(["xtop", "--no-user-stacks", "--profile-hz", "0"]).unwrap();
         assert!(!c.sampling.options().user_stacks);
         assert_eq!(c.sampling.options().profile_hz, 0);
+        assert_eq!(o.unwind, Unwind::Cfi);
+        let c = Cli::try_parse_from(["xtop", "--unwind", "fp"]).unwrap();
+        assert_eq!(c.sampling.options().unwind, Unwind::Fp);
+        assert!(Cli::try_parse_from(["xtop", "--unwind", "dwarf"]).is_err());
         assert_eq!(parse_profile_hz("1000"), Ok(1000));
         for bad in ["1001", "-1", "fast", ""] {
             assert!(

@@ -88,7 +88,20 @@ struct {
 	__type(value, struct ustack_window);
 } uwin SEC(".maps");
 
+/* A copy of an off-CPU thread's user stack, unwound with CFI in userspace. */
+struct stack_copy {
+	__u8 b[XTOP_UWIN_BYTES];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack_copy);
+} stackwin SEC(".maps");
+
 /* Runtime switches, written by userspace through the mmapped .bss. */
+volatile bool cfi_windows;   /* off-CPU user stacks as windows for CFI (else a frame-pointer walk here) */
 volatile bool emit_all;      /* also report sleeping / idle / parked threads */
 volatile bool user_stacks;   /* walk user stacks (off-CPU at pass time, on-CPU in the profile) */
 volatile bool pid_filter_on;
@@ -320,6 +333,47 @@ static __always_inline int walk_user_task(struct task_struct *task, struct pt_re
 	return n;
 }
 
+static long vma_end(struct task_struct *task, struct vm_area_struct *vma, void *end)
+{
+	*(__u64 *)end = vma->vm_end;
+	return 0;
+}
+
+/* Copies another (off-CPU) thread's user stack from its stack pointer up to
+ * the end of the stack's mapping, at most XTOP_UWIN_BYTES, with the registers
+ * unwinding starts from. Userspace unwinds it with the binaries' CFI. Returns
+ * the bytes copied. */
+static __always_inline __u32 copy_window(struct task_struct *task, struct pt_regs *regs,
+					 struct task_sample *r, struct stack_copy *w)
+{
+	__u64 sp = PT_REGS_SP(regs), end = 0, len;
+	bool to_end = true;
+
+	r->uregs[0] = PT_REGS_IP(regs);
+	r->uregs[1] = sp;
+	r->uregs[2] = PT_REGS_FP(regs);
+#if defined(__TARGET_ARCH_arm64)
+	r->uregs[3] = regs->regs[30];
+#endif
+	/* The mmap lock is only tried: when it is busy, copy to the end of sp's
+	 * own page, which is surely mapped, and say the window is short. */
+	if (bpf_find_vma(task, sp, vma_end, &end, 0) || end <= sp) {
+		end = (sp | 4095) + 1;
+		to_end = false;
+	}
+	len = end - sp;
+	if (len > XTOP_UWIN_BYTES) {
+		len = XTOP_UWIN_BYTES;
+		to_end = false;
+	}
+	barrier_var(len);
+	if (!len || bpf_copy_from_user_task(w->b, len, (void *)sp, task, 0))
+		return 0;
+	if (to_end)
+		r->flags |= XF_UWIN_TO_END;
+	return len;
+}
+
 /* The current thread's stack, from the profile's interrupt: no faulting. */
 static __always_inline int walk_user_current(struct pt_regs *regs, __u64 *out, bool *trunc)
 {
@@ -419,11 +473,17 @@ static __always_inline void profile_stacks(struct task_struct *task, struct thre
 	r->flags |= XF_ONCPU_STACK | (flags & XF_USTACK_TRUNC);
 }
 
+/* Whether the thread got a CPU since `arrival` (or is on one now). */
+static __always_inline bool ran_since(struct task_struct *task, __u64 arrival)
+{
+	return task->sched_info.last_arrival != arrival || task->on_cpu;
+}
+
 /* Stacks of an off-CPU thread. Unwinding costs microseconds: a thread that
  * has not run since the previous pass emitted its stacks still has them, so
  * say so instead, and userspace reuses the ones it decoded then. */
 static __always_inline void offcpu_stacks(struct task_struct *task, struct thread_state *s,
-					  struct task_sample *r, bool user)
+					  struct task_sample *r, struct stack_copy *w, bool user)
 {
 	__u64 arrival = task->sched_info.last_arrival;
 	__u32 gen = pass_gen;
@@ -437,17 +497,32 @@ static __always_inline void offcpu_stacks(struct task_struct *task, struct threa
 	} else {
 		r->kstack_len = bpf_get_task_stack(task, r->kstack, sizeof(r->kstack), 0);
 		regs = (struct pt_regs *)bpf_task_pt_regs(task);
-		if (user && regs) {
-			r->ustack_len = walk_user_task(task, regs, r->ustack, &trunc) * 8;
-			r->flags |= trunc ? XF_USTACK_TRUNC : 0;
-		}
-		/* The walk may sleep on a page fault: if the thread ran meanwhile,
-		 * what was read is a mix of two moments. Better none. */
-		if (task->sched_info.last_arrival != arrival || task->on_cpu) {
+		/* If the thread ran meanwhile, what was read is a mix of two moments:
+		 * better none. Checked after each stack: copying a user stack window
+		 * takes µs, longer than the shortest waits (a 4 KiB O_DIRECT read),
+		 * and the kernel stack taken before it is still whole. */
+		if (ran_since(task, arrival)) {
 			r->kstack_len = 0;
-			r->ustack_len = 0;
-			r->flags &= ~XF_USTACK_TRUNC;
 			arrival = 0;
+		} else if (user && regs) {
+			if (cfi_windows && w) {
+				r->uwin_len = copy_window(task, regs, r, w);
+				/* No window (unmapped sp?): the instruction pointer alone. */
+				if (!r->uwin_len) {
+					r->ustack[0] = PT_REGS_IP(regs);
+					r->ustack_len = 8;
+					r->flags |= XF_USTACK_TRUNC;
+				}
+			} else {
+				r->ustack_len = walk_user_task(task, regs, r->ustack, &trunc) * 8;
+				r->flags |= trunc ? XF_USTACK_TRUNC : 0;
+			}
+			if (ran_since(task, arrival)) {
+				r->ustack_len = 0;
+				r->uwin_len = 0;
+				r->flags &= ~(XF_USTACK_TRUNC | XF_UWIN_TO_END);
+				arrival = 0;
+			}
 		}
 	}
 	if (s) {
@@ -463,10 +538,11 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	struct task_struct *task = ctx->task;
 	struct thread_state *s;
 	struct task_sample *r;
+	struct stack_copy *w;
 	__u32 zero = 0, tgid, state, exit_state;
 	unsigned int pflags;
 	bool user;
-	__u32 klen, ulen;
+	__u32 klen, ulen, wlen;
 
 	if (!task)
 		return 0;
@@ -538,7 +614,8 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	} else if (!exit_state) {
 		if (!(pflags & PF_KTHREAD))
 			read_user_regs(task, r);
-		offcpu_stacks(task, s, r, user);
+		w = bpf_map_lookup_elem(&stackwin, &zero);
+		offcpu_stacks(task, s, r, w, user);
 	}
 	/* Negative: the unwinder failed; either way nothing follows the header. */
 	if (r->kstack_len < 0 || r->kstack_len > sizeof(r->kstack))
@@ -559,5 +636,12 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	barrier_var(ulen);
 	if (ulen)
 		bpf_seq_write(seq, r->ustack, ulen);
+	wlen = r->uwin_len;
+	if (wlen > XTOP_UWIN_BYTES)
+		wlen = 0;
+	barrier_var(wlen);
+	w = bpf_map_lookup_elem(&stackwin, &zero);
+	if (wlen && w)
+		bpf_seq_write(seq, w->b, wlen);
 	return 0;
 }

@@ -7,6 +7,10 @@
 #define XTOP_COMM_LEN 16
 #define XTOP_KSTACK_DEPTH 32
 #define XTOP_USTACK_DEPTH 32 /* a power of two: indexes are masked with it */
+/* Bytes of user stack copied from the stack pointer up for CFI unwinding in
+ * userspace. With the rest of a record it must fit the iterator's 32 KiB
+ * seq_file buffer. */
+#define XTOP_UWIN_BYTES 16384
 
 /* flags in task_sample.flags */
 #define XF_ON_CPU        (1 << 0) /* task->on_cpu: currently on a CPU */
@@ -22,6 +26,7 @@
 #define XF_STACK_SAME    (1 << 10) /* not run since the previous pass: same kernel and user stacks as then */
 #define XF_USTACK_TRUNC  (1 << 11) /* user frame-pointer walk stopped before the root */
 #define XF_ONCPU_STACK   (1 << 12) /* stacks of a running thread, from the on-CPU profile */
+#define XF_UWIN_TO_END   (1 << 13) /* the stack window reaches the end of the stack's mapping */
 
 /* Long-lived state of one thread, in task local storage (freed with the task).
  * Times named *_rq are the scheduler's clock (rq->clock, as in task->sched_info),
@@ -52,6 +57,7 @@ struct task_sample {
 	__u64 offcpu_rq;       /* from thread_state */
 	__u64 last_arrival_rq; /* task->sched_info: last time it got a CPU */
 	__u64 last_queued_rq;  /* task->sched_info: queued waiting for a CPU since (0: not) */
+	__u64 uregs[4];        /* user ip, sp, fp, lr where the stack window was copied */
 	__u32 tid;
 	__u32 tgid;
 	__u32 uid;
@@ -65,10 +71,11 @@ struct task_sample {
 	__s32 cpu;
 	__s32 kstack_len;      /* bytes of kstack filled, <0 on error */
 	__s32 ustack_len;      /* bytes of ustack filled */
-	__u32 pad;
+	__s32 uwin_len;        /* bytes of user stack window, from uregs[1] up */
 	char comm[XTOP_COMM_LEN];
 	char pcomm[XTOP_COMM_LEN];
-	/* Written after the header: kstack_len bytes of kstack, then ustack_len of ustack. */
+	/* Written after the header: kstack_len bytes of kstack, ustack_len of
+	 * ustack, then uwin_len bytes of stack window (kept in its own map). */
 	__u64 kstack[XTOP_KSTACK_DEPTH];
 	__u64 ustack[XTOP_USTACK_DEPTH]; /* leaf first: ip, then return addresses */
 };

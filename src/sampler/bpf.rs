@@ -124,6 +124,7 @@ impl<'obj> Bpf<'obj> {
         };
         if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
             bss.user_stacks = opts.user_stacks;
+            bss.cfi_windows = opts.unwind == super::Unwind::Cfi;
         }
         let iter_link = skel
             .progs

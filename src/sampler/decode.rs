@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::model::{Stack, State, Syscall, ThreadSample};
 use crate::symbols::{KernelSymbols, UserSymbols};
+use crate::unwind::{Regs, Window};
 
 use super::procinfo::{ProcCache, RawIdent};
 use super::skel::types::task_sample as RawSample;
@@ -22,6 +23,10 @@ const XF_SEEN_WAKEUP: u32 = 1 << 8;
 const XF_KTHREAD: u32 = 1 << 9;
 const XF_STACK_SAME: u32 = 1 << 10;
 const XF_USTACK_TRUNC: u32 = 1 << 11;
+const XF_UWIN_TO_END: u32 = 1 << 13;
+
+/// XTOP_UWIN_BYTES (src/bpf/xtop.h): the most stack window a record carries.
+pub const UWIN_BYTES: usize = 16384;
 
 /// Bytes of a record before its variable-length stacks.
 pub const HEADER_LEN: usize = std::mem::offset_of!(RawSample, kstack);
@@ -40,9 +45,10 @@ fn read_stack(buf: &[u8], len: i32, out: &mut [u64; 32], what: &str, off: usize)
 }
 
 /// Splits the iterator's byte stream into records. A record is a fixed header
-/// followed by `kstack_len` bytes of kernel stack and `ustack_len` bytes of
-/// user stack; a short tail is reported, not guessed.
-pub fn parse_records(buf: &[u8], mut f: impl FnMut(&RawSample)) -> Result<usize, String> {
+/// followed by `kstack_len` bytes of kernel stack, `ustack_len` bytes of user
+/// stack and `uwin_len` bytes of user stack window (passed on as a slice of
+/// `buf`, never copied); a short tail is reported, not guessed.
+pub fn parse_records(buf: &[u8], mut f: impl FnMut(&RawSample, &[u8])) -> Result<usize, String> {
     let mut off = 0;
     let mut n = 0;
     let mut rec = RawSample::default();
@@ -62,7 +68,12 @@ pub fn parse_records(buf: &[u8], mut f: impl FnMut(&RawSample)) -> Result<usize,
         off += HEADER_LEN;
         off += read_stack(&buf[off..], rec.kstack_len, &mut rec.kstack, "kernel", off)?;
         off += read_stack(&buf[off..], rec.ustack_len, &mut rec.ustack, "user", off)?;
-        f(&rec);
+        let wlen = usize::try_from(rec.uwin_len).unwrap_or(0).min(UWIN_BYTES);
+        let window = buf
+            .get(off..off + wlen)
+            .ok_or_else(|| format!("truncated user stack window at byte {off}"))?;
+        off += wlen;
+        f(&rec, window);
         n += 1;
     }
     Ok(n)
@@ -130,17 +141,34 @@ impl StackMemo {
         self.cur.clear();
     }
 
-    /// Kernel and user stacks of a record.
-    fn stacks(&mut self, r: &RawSample, syms: &mut KernelSymbols, usyms: &mut UserSymbols) -> Stacks {
+    /// Kernel and user stacks of a record (and its user stack window, if any).
+    fn stacks(
+        &mut self,
+        r: &RawSample,
+        window: &[u8],
+        syms: &mut KernelSymbols,
+        usyms: &mut UserSymbols,
+    ) -> Stacks {
         let stacks = if r.flags & XF_STACK_SAME != 0 {
             self.prev.get(&r.tid).cloned().unwrap_or_default()
         } else {
             let n = |len: i32| (len.max(0) as usize / 8).min(32);
             let k = (r.kstack_len > 0).then(|| syms.stack(&r.kstack[..n(r.kstack_len)]));
-            let u = (r.ustack_len > 0).then(|| {
-                let trunc = r.flags & XF_USTACK_TRUNC != 0;
-                usyms.stack(r.tgid, r.start_ns, &r.ustack[..n(r.ustack_len)], trunc)
-            });
+            let u = if !window.is_empty() {
+                let [ip, sp, fp, lr] = r.uregs;
+                let regs = Regs { ip, sp, fp, lr };
+                let w = Window {
+                    start: sp,
+                    bytes: window,
+                    to_end: r.flags & XF_UWIN_TO_END != 0,
+                };
+                Some(usyms.unwound(r.tgid, r.start_ns, &regs, w))
+            } else {
+                (r.ustack_len > 0).then(|| {
+                    let trunc = r.flags & XF_USTACK_TRUNC != 0;
+                    usyms.stack(r.tgid, r.start_ns, &r.ustack[..n(r.ustack_len)], trunc)
+                })
+            };
             (k, u)
         };
         if stacks.0.is_some() || stacks.1.is_some() {
@@ -158,13 +186,13 @@ pub struct Ctx<'a> {
     pub memo: &'a mut StackMemo,
 }
 
-pub fn decode(r: &RawSample, ctx: &mut Ctx) -> ThreadSample {
+pub fn decode(r: &RawSample, window: &[u8], ctx: &mut Ctx) -> ThreadSample {
     let on_cpu = r.flags & XF_ON_CPU != 0;
     let kthread = r.flags & XF_KTHREAD != 0;
     let as_bytes = |c: &[i8; 16]| c.map(|b| b as u8);
     let switch_seen = r.flags & XF_SEEN_SWITCH != 0;
     let wakeup_seen = r.flags & XF_SEEN_WAKEUP != 0;
-    let (kstack, ustack) = ctx.memo.stacks(r, ctx.syms, ctx.usyms);
+    let (kstack, ustack) = ctx.memo.stacks(r, window, ctx.syms, ctx.usyms);
     let raw = RawIdent {
         tid: r.tid,
         tgid: r.tgid,
@@ -266,26 +294,34 @@ mod tests {
         c.tid = 3;
         c.ustack_len = 8;
         c.ustack[0] = 0x4;
+        let mut d = raw(0);
+        d.tid = 4;
+        d.uwin_len = 5;
         let mut buf = bytes(&a, HEADER_LEN);
         buf.extend(bytes(&b, HEADER_LEN + 16));
         buf.extend(b.ustack[..3].iter().flat_map(|x| x.to_ne_bytes()));
         buf.extend(bytes(&c, HEADER_LEN));
         buf.extend(0x4u64.to_ne_bytes());
+        let c_end = buf.len();
+        buf.extend(bytes(&d, HEADER_LEN));
+        buf.extend(b"stack");
         let mut seen = vec![];
-        let r = parse_records(&buf, |r| {
-            seen.push((r.tid, r.kstack[..2].to_vec(), r.ustack[..3].to_vec()))
+        let r = parse_records(&buf, |r, w| {
+            seen.push((r.tid, r.kstack[..2].to_vec(), r.ustack[..3].to_vec(), w.to_vec()))
         });
-        assert_eq!(r, Ok(3));
+        assert_eq!(r, Ok(4));
         assert_eq!(
             seen,
             [
-                (1, vec![0, 0], vec![0, 0, 0]),
-                (2, vec![0xaaaa, 0xbbbb], vec![1, 2, 3]),
-                (3, vec![0, 0], vec![4, 0, 0]),
+                (1, vec![0, 0], vec![0, 0, 0], vec![]),
+                (2, vec![0xaaaa, 0xbbbb], vec![1, 2, 3], vec![]),
+                (3, vec![0, 0], vec![4, 0, 0], vec![]),
+                (4, vec![0, 0], vec![0, 0, 0], b"stack".to_vec()),
             ]
         );
-        let cut = |n: usize| parse_records(&buf[..n], |_| {});
-        assert!(cut(buf.len() - 4).unwrap_err().contains("user stack"));
+        let cut = |n: usize| parse_records(&buf[..n], |_, _| {});
+        assert!(cut(buf.len() - 1).unwrap_err().contains("window"));
+        assert!(cut(c_end - 4).unwrap_err().contains("user stack"));
         let b_end = 2 * HEADER_LEN + 16 + 24;
         assert_eq!(cut(b_end), Ok(2));
         assert!(cut(b_end - 8).unwrap_err().contains("user stack"));
@@ -304,18 +340,18 @@ mod tests {
         r.kstack[..2].copy_from_slice(&[0x10, 0x20]);
         r.ustack_len = 8;
         r.ustack[0] = 0x30;
-        let (k, u) = memo.stacks(&r, &mut syms, &mut usyms);
+        let (k, u) = memo.stacks(&r, &[], &mut syms, &mut usyms);
         let (k, u) = (k.unwrap(), u.unwrap());
         assert!(!u.truncated());
         memo.end_pass();
         let mut same = raw(XF_STACK_SAME);
         same.tid = 7;
-        let (k2, u2) = memo.stacks(&same, &mut syms, &mut usyms);
+        let (k2, u2) = memo.stacks(&same, &[], &mut syms, &mut usyms);
         assert!(Arc::ptr_eq(&k2.unwrap(), &k));
         assert!(Arc::ptr_eq(&u2.unwrap(), &u));
         memo.end_pass();
         memo.end_pass(); // a pass without thread 7: nothing left to reuse
-        assert_eq!(memo.stacks(&same, &mut syms, &mut usyms), (None, None));
+        assert_eq!(memo.stacks(&same, &[], &mut syms, &mut usyms), (None, None));
     }
 
     #[test]
@@ -325,10 +361,10 @@ mod tests {
         let mut r = raw(XF_USTACK_TRUNC);
         r.ustack_len = 8;
         r.ustack[0] = 0x30;
-        let (k, u) = memo.stacks(&r, &mut syms, &mut usyms);
+        let (k, u) = memo.stacks(&r, &[], &mut syms, &mut usyms);
         assert_eq!(k, None);
         assert!(u.unwrap().truncated());
-        assert_eq!(memo.stacks(&raw(0), &mut syms, &mut usyms), (None, None));
+        assert_eq!(memo.stacks(&raw(0), &[], &mut syms, &mut usyms), (None, None));
     }
 
     #[test]
@@ -342,5 +378,35 @@ mod tests {
             Some(0),
             "clocks of two CPUs may differ slightly"
         );
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn a_record_with_a_stack_window_is_unwound_with_cfi() {
+        let c = std::thread::spawn(crate::unwind::capture::capture)
+            .join()
+            .unwrap();
+        let (mut syms, mut usyms, mut memo) =
+            (KernelSymbols::new(), UserSymbols::new(), StackMemo::default());
+        let mut r = raw(XF_UWIN_TO_END);
+        r.tgid = std::process::id();
+        r.uregs = [c.regs.ip, c.regs.sp, c.regs.fp, 0];
+        let (_, u) = memo.stacks(&r, &c.stack, &mut syms, &mut usyms);
+        let u = u.expect("a user stack");
+        assert!(!u.truncated(), "{:?}", u.frames);
+        assert!(
+            u.frames.first().is_some_and(|f| f.contains("capture")),
+            "{:?}",
+            u.frames
+        );
+        assert!(
+            u.frames.iter().any(|f| f.contains("start_thread")),
+            "{:?}",
+            u.frames
+        );
+        // Cut short of the stack's end, the window says the stack went on.
+        r.flags = 0;
+        let (_, short) = memo.stacks(&r, &c.stack[..64], &mut syms, &mut usyms);
+        assert!(short.unwrap().truncated());
     }
 }

@@ -42,11 +42,23 @@ pub struct SamplerOptions {
     /// Off by default: on the reference machine the syscall tracepoints alone
     /// add ~100 ns to every syscall of every thread (benches/sampler.rs).
     pub track_syscalls: bool,
-    /// Walk user stacks (frame pointers) of off-CPU threads at each pass and
-    /// of running threads in the on-CPU profile.
+    /// Walk user stacks of off-CPU threads at each pass and of running
+    /// threads in the on-CPU profile (frame pointers).
     pub user_stacks: bool,
+    /// How off-CPU user stacks are unwound.
+    pub unwind: Unwind,
     /// On-CPU profile rate per CPU (stacks of running threads); 0: off.
     pub profile_hz: u32,
+}
+
+/// How off-CPU user stacks are unwound.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Unwind {
+    /// A window of the stack, unwound in userspace with the binaries' CFI.
+    #[default]
+    Cfi,
+    /// Frame pointers, followed in the kernel.
+    Fp,
 }
 
 /// Default on-CPU profile rate: a prime, so it does not beat with periodic work.
@@ -61,6 +73,7 @@ impl Default for SamplerOptions {
             pids: vec![],
             track_syscalls: false,
             user_stacks: true,
+            unwind: Unwind::Cfi,
             profile_hz: DEFAULT_PROFILE_HZ,
         }
     }
@@ -82,6 +95,8 @@ impl SamplerOptions {
         }
         if !self.user_stacks {
             v.push("--no-user-stacks".into());
+        } else if self.unwind == Unwind::Fp {
+            v.push("--unwind fp".into());
         }
         if self.profile_hz != DEFAULT_PROFILE_HZ {
             v.push(format!("--profile-hz {}", self.profile_hz));
@@ -346,6 +361,7 @@ impl Pass {
         bpf.walk(&mut self.buf)?;
         let t1 = Instant::now();
         self.procs.begin_pass();
+        self.usyms.begin_pass();
         let mut samples = Vec::new();
         let mut ctx = decode::Ctx {
             procs: &mut self.procs,
@@ -353,7 +369,7 @@ impl Pass {
             usyms: &mut self.usyms,
             memo: &mut self.memo,
         };
-        decode::parse_records(&self.buf, |r| samples.push(decode::decode(r, &mut ctx)))
+        decode::parse_records(&self.buf, |r, w| samples.push(decode::decode(r, w, &mut ctx)))
             .map_err(|e| anyhow!("malformed task iterator output: {e}"))?;
         self.memo.end_pass();
         let cost = PassCost {

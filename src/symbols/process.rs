@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::binary::{Binaries, Binary};
 use super::maps::{self, MapKind};
 use super::perf_map::PerfMap;
+use crate::unwind::{ProcessUnwinder, Regs, Unwinder, Unwound, Window};
 
 /// Where an address is, independent of where the process happened to map it.
 #[derive(Clone, Debug)]
@@ -48,6 +49,10 @@ pub struct Process {
     exe: Option<(u64, u64)>,
     maps: Vec<Mapping>,
     perf_map: PerfMap,
+    /// Which CFI covers which address, built from `maps` when first needed.
+    modules: Option<ProcessUnwinder>,
+    /// The pass whose `exec_checked` last looked at the executable.
+    exec_checked_in: u64,
 }
 
 impl Process {
@@ -58,6 +63,8 @@ impl Process {
             exe: None,
             maps: Vec::new(),
             perf_map: PerfMap::for_pid(pid),
+            modules: None,
+            exec_checked_in: 0,
         };
         p.refresh(binaries);
         p
@@ -104,6 +111,7 @@ impl Process {
         if !maps.is_empty() {
             self.maps = maps;
             self.exe = exe;
+            self.modules = None;
         }
     }
 
@@ -111,6 +119,15 @@ impl Process {
     /// when its maps were read: they are stale, whatever the addresses.
     pub fn exec_changed(&self) -> bool {
         self.exe.is_some() && exe_id(self.pid).is_some_and(|e| Some(e) != self.exe)
+    }
+
+    /// `exec_changed`, asked at most once in pass `pass` (false after that).
+    pub fn exec_checked(&mut self, pass: u64) -> bool {
+        if self.exec_checked_in == pass {
+            return false;
+        }
+        self.exec_checked_in = pass;
+        self.exec_changed()
     }
 
     /// The executable file mappings, for the unwinder: each binary to be read
@@ -129,6 +146,34 @@ impl Process {
                 _ => None,
             })
             .collect()
+    }
+
+    /// The stack of one of this process's threads. A stack that did not reach
+    /// its root through an address no mapping holds may have run into code
+    /// mapped since the maps were read (dlopen): read them again, once.
+    pub fn unwind(
+        &mut self,
+        binaries: &mut Binaries,
+        unwinder: &mut Unwinder,
+        regs: &Regs,
+        window: Window,
+    ) -> Unwound {
+        let mut u = self.unwind_once(unwinder, regs, window);
+        if u.truncated() && u.addrs.iter().any(|&a| self.locate(a).is_none()) {
+            self.refresh(binaries);
+            if self.modules.is_none() {
+                u = self.unwind_once(unwinder, regs, window);
+            }
+        }
+        u
+    }
+
+    fn unwind_once(&mut self, unwinder: &mut Unwinder, regs: &Regs, window: Window) -> Unwound {
+        if self.modules.is_none() {
+            self.modules = Some(unwinder.process(&self.unwind_mappings()));
+        }
+        let modules = self.modules.as_ref().expect("built above");
+        unwinder.unwind(modules, regs, window)
     }
 
     /// Where `addr` is, or None if no known mapping holds it.

@@ -13,6 +13,7 @@ use super::names::Names;
 use super::process::{Loc, Process};
 use super::{stack_hash, MAX_CACHED};
 use crate::model::{Stack, TRUNCATED};
+use crate::unwind::{Regs, Unwinder, Window};
 
 /// Processes whose maps are kept, alive or exited.
 const MAX_PROCESSES: usize = 4096;
@@ -25,6 +26,10 @@ pub struct UserSymbols {
     stacks: Bounded<(u32, u64, u64, bool), Arc<Stack>>,
     /// By `Stack::hash`: processes with the same stack share one `Stack`.
     by_hash: Bounded<u64, Arc<Stack>>,
+    /// CFI of every binary seen, for stacks that come as windows.
+    unwinder: Unwinder,
+    /// Counts sampling passes: a process's exec is checked once per pass.
+    pass: u64,
 }
 
 impl UserSymbols {
@@ -35,7 +40,33 @@ impl UserSymbols {
             names: Names::new(),
             stacks: Bounded::new(MAX_CACHED),
             by_hash: Bounded::new(MAX_CACHED),
+            unwinder: Unwinder::new(),
+            pass: 1,
         }
+    }
+
+    /// Starts a sampling pass: every stack of one pass sees one moment, so a
+    /// process's executable (one stat) need only be checked once per pass.
+    pub fn begin_pass(&mut self) {
+        self.pass += 1;
+    }
+
+    /// The symbolized stack of a thread of process `pid` whose registers and
+    /// stack window were copied: unwound with CFI, then named as `stack` does.
+    pub fn unwound(&mut self, pid: u32, start_ns: u64, regs: &Regs, window: Window) -> Arc<Stack> {
+        let u = match process(&mut self.procs, &mut self.binaries, pid, start_ns) {
+            Some(p) => {
+                if p.exec_checked(self.pass) {
+                    p.refresh(&mut self.binaries);
+                }
+                p.unwind(&mut self.binaries, &mut self.unwinder, regs, window)
+            }
+            None => {
+                let none = self.unwinder.process(&[]);
+                self.unwinder.unwind(&none, regs, window)
+            }
+        };
+        self.stack(pid, start_ns, &u.addrs, u.truncated())
     }
 
     /// The symbolized user stack of process `pid` (started at `start_ns`, which

@@ -28,8 +28,9 @@ pub fn lines(live: bool) -> Vec<Line<'static>> {
     for text in [
         "Stacks (s, f): the selection is the highlighted row's group over the window (the thread's",
         "samples in the thread view). Counts are samples; % is of the selection. [no stack]: samples",
-        "without any stack. [truncated]: the user stack walk stopped early, usually a binary built",
-        "without frame pointers (frames above the gap are missing, not wrong).",
+        "without any stack. [truncated]: the user stack unwind stopped early: code with neither CFI",
+        "nor frame pointers, or a stack deeper than the 16 KiB copied (frames above the gap are",
+        "missing, not wrong).",
     ] {
         out.push(Line::styled(text, note));
     }

@@ -145,9 +145,9 @@ stacks of state=DISK syscall=pread64 comm=postgres · 10 samples
        6  60.0            ▾ pipe_read [k]
        6  60.0              ▾ schedule [k]
        6  60.0                  __schedule [k]
-       3  30.0  ▸ [truncated] (unwind stopped: binary without frame pointers?)
+       3  30.0  ▸ [truncated] (unwind stopped: no CFI or frame pointer, or deep…
        1  10.0    [no stack]
-[truncated]: unwind stopped: binary without frame pointers?
+[truncated]: unwind stopped: no CFI or frame pointer, or deeper than copied
 ↑/k move Enter/→ open ← close Esc back f folded Space pause [ earlier ] later +
 "#,
     );
@@ -174,7 +174,7 @@ stacks of state=DISK syscall=pread64 com
        3  30.0  ▾ [truncated] (unwind s…
        3  30.0    ▾ flush
        3  30.0        std::collections:…
-[truncated]: unwind stopped: binary with
+[truncated]: unwind stopped: no CFI or f
 ↑/k move Enter/→ open ← close Esc back f
 "#,
     );
@@ -279,7 +279,7 @@ state┤                                  ···················
       ■ DISK  · not sampled (inactive or absent)
 now DISK pread64(fd=3, buf=0x7ffd0000, count=4096, pos=0) for 1.5ms, syscall #42
 kstack __schedule ← schedule ← [pipe_read] ← vfs_read
-ustack pread64 ← FileRead ← mdread ← [truncated] (unwind stopped: binary without frame pointers?)
+ustack pread64 ← FileRead ← mdread ← [truncated] (unwind stopped: no CFI or frame pointer, or deeper
 all 6 samples of this thread in the window (newest first); other filters apply to export
 time     state syscall sysc_ns_so_far kstack_top ustack_top cpu switch    waker_tid
 12:00:04 DISK  pread64        1500000 pipe_read  pread64      1 voluntary         1

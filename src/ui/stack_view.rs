@@ -15,7 +15,7 @@ use super::stacks::StackView;
 const NUM_W: usize = 16;
 /// Name width kept visible however deep the frame: indentation stops growing first.
 const MIN_NAME_W: usize = 16;
-pub const TRUNCATED_HINT: &str = "unwind stopped: binary without frame pointers?";
+pub const TRUNCATED_HINT: &str = "unwind stopped: no CFI or frame pointer, or deeper than copied";
 
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let Some(sv) = &app.stacks else { return };

@@ -18,6 +18,10 @@ const NATIVE_MACHINE: u16 = object::elf::EM_X86_64;
 #[cfg(target_arch = "aarch64")]
 const NATIVE_MACHINE: u16 = object::elf::EM_AARCH64;
 
+/// The largest page size a loader rounds segment offsets down to (64 KiB on
+/// some aarch64 kernels).
+const MAX_PAGE: u64 = 0x10000;
+
 /// Section bytes, shared by every process that maps the binary.
 pub type Bytes = Arc<[u8]>;
 
@@ -30,9 +34,10 @@ pub struct Cfi {
     pub debug_frame: Option<Bytes>,
     pub text: Option<Range<u64>>,
     pub got: Option<Range<u64>>,
-    /// Loadable segments as (file offset, virtual address, file size): how a
-    /// mapping's file offset becomes the address the CFI speaks of.
-    loads: Vec<(u64, u64, u64)>,
+    /// Loadable segments as (file offset, virtual address, file size,
+    /// executable): how a mapping's file offset becomes the address the CFI
+    /// speaks of.
+    loads: Vec<(u64, u64, u64, bool)>,
 }
 
 impl Cfi {
@@ -57,7 +62,10 @@ impl Cfi {
             .elf_program_headers()
             .iter()
             .filter(|p| p.p_type(endian) == object::elf::PT_LOAD)
-            .map(|p| (p.p_offset(endian), p.p_vaddr(endian), p.p_filesz(endian)))
+            .map(|p| {
+                let exec = p.p_flags(endian) & object::elf::PF_X != 0;
+                (p.p_offset(endian), p.p_vaddr(endian), p.p_filesz(endian), exec)
+            })
             .collect();
         // Another architecture's binary (qemu-user, say) has rules for other registers.
         if elf.elf_header().e_machine(endian) != NATIVE_MACHINE {
@@ -78,15 +86,17 @@ impl Cfi {
         self.eh_frame.is_none() && self.debug_frame.is_none()
     }
 
-    /// The load bias of a mapping of file `offset` at `start`: the CFI's
-    /// address `a` is at `a + bias` in the process.
+    /// The load bias of an executable mapping of file `offset` at `start`:
+    /// the CFI's address `a` is at `a + bias` in the process. The loader maps
+    /// a segment from its offset rounded down to a page, so the mapping may
+    /// start before the segment (lld leaves such gaps between file offset and
+    /// address; GNU ld mostly does not).
     pub fn bias(&self, start: u64, offset: u64) -> Option<u64> {
-        let &(p_offset, p_vaddr, _) = self
-            .loads
-            .iter()
-            .find(|&&(o, _, size)| offset >= o && offset < o + size.max(1))?;
-        let svma = p_vaddr.checked_add(offset - p_offset)?;
-        start.checked_sub(svma)
+        let &(p_offset, p_vaddr, _, _) = self.loads.iter().find(|&&(o, _, size, exec)| {
+            exec && offset < o.saturating_add(size.max(1)) && o.saturating_sub(offset) < MAX_PAGE
+        })?;
+        let svma = p_vaddr.wrapping_add(offset).wrapping_sub(p_offset);
+        Some(start.wrapping_sub(svma))
     }
 
     /// Bytes held: what the table cache counts against its budget.

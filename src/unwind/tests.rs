@@ -1,7 +1,7 @@
 //! The unwinder against real stack windows: this test process captures its
 //! own registers and copies its own stack, as the kernel does for a thread
-//! off CPU. The test binary (release, no frame pointers) and the distro glibc
-//! under it have CFI only, so only CFI can reach the thread's root.
+//! off CPU. The test binary keeps frame pointers (.cargo/config.toml), but the
+//! distro glibc under it has none, so only CFI reaches the thread's root.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -151,27 +151,38 @@ fn a_loop_in_the_stack_stops_at_the_depth_limit_or_as_lost() {
     assert!(got.truncated() && got.addrs.len() <= MAX_FRAMES, "{got:?}");
 }
 
-/// libc's own load address, as the dynamic linker reports it.
-fn libc_base() -> (u64, String) {
+/// The load address and path of the binary holding `f`, as the dynamic linker reports them.
+fn loaded_at(f: *const libc::c_void) -> (u64, String) {
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr only reads the address and fills `info`.
-    let ok = unsafe { libc::dladdr(libc::getpid as *const libc::c_void, &mut info) };
+    let ok = unsafe { libc::dladdr(f, &mut info) };
     assert_ne!(ok, 0);
     // SAFETY: dladdr set dli_fname to a NUL-terminated path.
     let path = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
     (info.dli_fbase as u64, path.to_string_lossy().into_owned())
 }
 
+fn libc_base() -> (u64, String) {
+    loaded_at(libc::getpid as *const libc::c_void)
+}
+
 #[test]
 fn a_mappings_bias_is_where_the_loader_put_the_binary() {
-    let (base, path) = libc_base();
-    let m = own_mappings()
-        .into_iter()
-        .find(|m| std::fs::canonicalize(&m.source).ok() == std::fs::canonicalize(&path).ok())
-        .expect("libc mapped executable");
-    let cfi = Cfi::read(&m.source).expect("libc has CFI");
-    assert!(cfi.eh_frame.is_some() && cfi.eh_frame_hdr.is_some());
-    assert_eq!(cfi.bias(m.start, m.offset), Some(base));
+    // libc (GNU ld: file offsets equal addresses) and this test binary (lld:
+    // its code segment's address is a page past its file offset).
+    let exe = std::env::current_exe().unwrap();
+    let (exe_base, _) = loaded_at(own_mappings as *const libc::c_void);
+    let (libc_base, libc_path) = libc_base();
+    for (path, base) in [(exe, exe_base), (libc_path.into(), libc_base)] {
+        let path: std::path::PathBuf = path;
+        let m = own_mappings()
+            .into_iter()
+            .find(|m| std::fs::canonicalize(&m.source).ok() == std::fs::canonicalize(&path).ok())
+            .unwrap_or_else(|| panic!("{path:?} mapped executable"));
+        let cfi = Cfi::read(&m.source).expect("CFI");
+        assert!(cfi.eh_frame.is_some() && cfi.eh_frame_hdr.is_some());
+        assert_eq!(cfi.bias(m.start, m.offset), Some(base), "{path:?}");
+    }
 }
 
 #[test]

@@ -1,0 +1,302 @@
+//! End to end: user stacks of code built without frame pointers reach their
+//! thread's root through CFI. The programs are built at test time (C with
+//! `cc -O2 -fomit-frame-pointer`, Rust with `rustc -O` and no frame pointers)
+//! or are the distro's own (`dd`, `python3`), and run as child processes that
+//! the test kills. Needs root; CI runs it as root.
+#![cfg(target_arch = "x86_64")]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::observe::*;
+use xtop::sampler::{SamplerOptions, Unwind};
+
+fn tmp() -> &'static Path {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+}
+
+/// A child process in a process group of its own (it and anything it starts),
+/// killed and reaped when this is dropped.
+struct Kid(Child);
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        let pgid = self.0.id() as libc::pid_t;
+        // The group this test created for the child, never anything else.
+        if pgid > 1 {
+            // SAFETY: kill(2) with a negative pid signals exactly that group.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+        let _ = self.0.wait();
+    }
+}
+
+impl Kid {
+    fn spawn(cmd: &mut Command) -> Kid {
+        use std::os::unix::process::CommandExt;
+        Kid(cmd
+            .stdin(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("spawn workload"))
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// Waits until a thread named `comm` of this process sleeps (state S).
+    fn wait_sleeping(&self, comm: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let task = format!("/proc/{}/task", self.pid());
+        loop {
+            let asleep = std::fs::read_dir(&task).into_iter().flatten().flatten().any(|t| {
+                let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+                stat.contains(&format!("({comm}) S"))
+            });
+            if asleep {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{comm} never went to sleep");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+const C_SOURCE: &str = r#"
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <time.h>
+/* Each function works after its call: no tail calls, every frame stays. */
+#if defined(__clang__)
+#define KEEP __attribute__((noinline))
+#else
+#define KEEP __attribute__((noinline, noipa))
+#endif
+volatile int stop;
+KEEP int xt_c_leaf(int x) {
+    struct timespec ts = {3600, 0};
+    while (!stop)
+        nanosleep(&ts, 0); /* through glibc's wrapper, which has no frame pointer */
+    return x + 1;
+}
+KEEP int xt_c_mid(int x) { return xt_c_leaf(x * 3) * 5; }
+KEEP int xt_c_top(int x) { return xt_c_mid(x + 7) ^ 9; }
+static void *run(void *a) {
+    pthread_setname_np(pthread_self(), "xt_cfi_c");
+    return (void *)(long)xt_c_top((int)(long)a);
+}
+int main(void) {
+    pthread_t t;
+    pthread_create(&t, 0, run, 0);
+    pthread_join(t, 0);
+    return 0;
+}
+"#;
+
+const RUST_SOURCE: &str = r#"
+use std::io::Read;
+#[inline(never)]
+#[no_mangle]
+pub extern "C" fn xt_rs_leaf(x: u64) -> u64 {
+    let mut b = [0u8; 1];
+    let n = std::io::stdin().read(&mut b).unwrap_or(0) as u64;
+    std::hint::black_box(x) + n
+}
+#[inline(never)]
+#[no_mangle]
+pub extern "C" fn xt_rs_mid(x: u64) -> u64 {
+    std::hint::black_box(xt_rs_leaf(x * 3)) * 5
+}
+#[inline(never)]
+#[no_mangle]
+pub extern "C" fn xt_rs_top(x: u64) -> u64 {
+    std::hint::black_box(xt_rs_mid(x + 7)) ^ 9
+}
+fn main() {
+    let t = std::thread::Builder::new().name("xt_cfi_rs".into());
+    let h = t.spawn(|| xt_rs_top(std::hint::black_box(1))).unwrap();
+    std::process::exit(h.join().unwrap() as i32);
+}
+"#;
+
+/// Builds `source` with `cmd` + `args` into the test's temp dir, once per name.
+fn build(name: &str, ext: &str, source: &str, cmd: &str, args: &[&str]) -> PathBuf {
+    let src = tmp().join(format!("{name}.{ext}"));
+    let exe = tmp().join(name);
+    std::fs::write(&src, source).unwrap();
+    let out = Command::new(cmd)
+        .args(args)
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+fn sampler_opts(pid: u32, unwind: Unwind) -> SamplerOptions {
+    SamplerOptions {
+        pids: vec![pid],
+        unwind,
+        ..opts(true)
+    }
+}
+
+/// The user stacks of thread `comm` over a few passes.
+fn stacks_of(pid: u32, comm: &str, unwind: Unwind) -> Vec<StackObs> {
+    let by = sample_stacks(sampler_opts(pid, unwind), 3);
+    by.get(comm).cloned().unwrap_or_default()
+}
+
+fn show(obs: &[StackObs]) -> String {
+    obs.iter()
+        .map(|o| format!("{} u={:?}\n", o.state, o.uframes()))
+        .collect()
+}
+
+/// `chain` (leaf first) appears in order in every stack, which reaches its
+/// root (named `root`: the root of a stripped binary has no name).
+fn assert_chain_to_root(obs: &[StackObs], chain: &[&str], root: &str) {
+    assert!(!obs.is_empty(), "thread not reported");
+    for o in obs {
+        let u = o.uframes();
+        let at: Vec<Option<usize>> = chain
+            .iter()
+            .map(|f| u.iter().position(|x| x.contains(f)))
+            .collect();
+        assert!(at.iter().all(Option::is_some), "{chain:?} in {}", show(obs));
+        assert!(
+            at.windows(2).all(|w| w[0] < w[1]),
+            "{chain:?} out of order: {}",
+            show(obs)
+        );
+        let s = o.ustack.as_ref().unwrap();
+        assert!(!s.truncated(), "not at the root: {}", show(obs));
+        assert!(
+            u.last().is_some_and(|f| f.contains(root)),
+            "root {root}: {}",
+            show(obs)
+        );
+    }
+}
+
+#[test]
+fn c_without_frame_pointers_blocked_in_glibc_has_its_whole_chain() {
+    let Some(_serial) = live_bpf() else { return };
+    let chain = ["nanosleep", "xt_c_leaf", "xt_c_mid", "xt_c_top", "start_thread"];
+    for (name, fp) in [
+        ("cfi-c-nofp", "-fomit-frame-pointer"),
+        ("cfi-c-fp", "-fno-omit-frame-pointer"),
+    ] {
+        let exe = build(name, "c", C_SOURCE, "cc", &["-O2", "-g0", fp, "-pthread"]);
+        let kid = Kid::spawn(&mut Command::new(&exe));
+        kid.wait_sleeping("xt_cfi_c");
+        let obs = stacks_of(kid.pid(), "xt_cfi_c", Unwind::Cfi);
+        assert_chain_to_root(&obs, &chain, "clone");
+        if fp == "-fomit-frame-pointer" {
+            // Frame pointers alone lose this stack: the CFI above is what found it.
+            let fp_only = stacks_of(kid.pid(), "xt_cfi_c", Unwind::Fp);
+            assert!(!fp_only.is_empty());
+            assert!(
+                fp_only
+                    .iter()
+                    .all(|o| o.ustack.as_ref().is_none_or(|s| s.truncated())
+                        && !o.uframes().iter().any(|f| f.contains("xt_c_top"))),
+                "a frame-pointer walk should not reach the caller: {}",
+                show(&fp_only)
+            );
+        }
+    }
+}
+
+#[test]
+fn rust_without_frame_pointers_blocked_in_a_read_has_its_whole_chain() {
+    let Some(_serial) = live_bpf() else { return };
+    let exe = build(
+        "cfi-rs-nofp",
+        "rs",
+        RUST_SOURCE,
+        "rustc",
+        &["-O", "-C", "force-frame-pointers=no", "--edition", "2021"],
+    );
+    let kid = Kid::spawn(&mut Command::new(&exe));
+    kid.wait_sleeping("xt_cfi_rs");
+    let obs = stacks_of(kid.pid(), "xt_cfi_rs", Unwind::Cfi);
+    assert_chain_to_root(
+        &obs,
+        &["read", "xt_rs_leaf", "xt_rs_mid", "xt_rs_top", "start_thread"],
+        "clone",
+    );
+}
+
+#[test]
+fn distro_python3_sleeping_reaches_its_root() {
+    let Some(_serial) = live_bpf() else { return };
+    let kid = Kid::spawn(Command::new("/usr/bin/python3").args(["-c", "import time; time.sleep(3600)"]));
+    kid.wait_sleeping("python3");
+    let obs = stacks_of(kid.pid(), "python3", Unwind::Cfi);
+    // Debian's python3 is stripped to its exported symbols: static functions
+    // (time_sleep, pymain_*) show as [unknown], but every frame is there.
+    assert_chain_to_root(
+        &obs,
+        &[
+            "clock_nanosleep",
+            "_PyEval_EvalFrameDefault",
+            "Py_BytesMain",
+            "__libc_start_main",
+        ],
+        "_start",
+    );
+}
+
+#[test]
+fn distro_dd_in_direct_reads_reaches_its_root() {
+    let Some(_serial) = live_bpf() else { return };
+    // A file of our own, written once; dd reads it in 1 MiB O_DIRECT reads, over
+    // and over. (A 4 KiB read often ends within the µs the stack copy takes:
+    // that sample then keeps its kernel stack only, never a mixed user stack.)
+    let data = tmp().join(format!("cfi-dd-{}.bin", std::process::id()));
+    std::fs::write(&data, vec![0x5au8; 32 << 20]).unwrap();
+    let script = format!(
+        "for i in $(seq 300); do dd if={} of=/dev/null iflag=direct bs=1M status=none; done",
+        data.display()
+    );
+    let kid = Kid::spawn(Command::new("/bin/sh").args(["-c", &script]));
+    let mut disk: Vec<StackObs> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // dd is a new process every few seconds: no pid filter, its comm tells it.
+    let sampler = start_sampler(opts(false));
+    while disk.len() < 5 && Instant::now() < deadline {
+        let by = read_stacks(&sampler, 5);
+        let obs = by.get("dd").cloned().unwrap_or_default();
+        // In its reads: a dd caught in DISK while still exec'ing (paging its
+        // binary in) has the old program's registers and is no read at all.
+        disk.extend(
+            obs.into_iter()
+                .filter(|o| o.state == "DISK" && o.uframes().first().is_some_and(|f| &**f == "read")),
+        );
+    }
+    sampler.stop().unwrap();
+    drop(kid);
+    let _ = std::fs::remove_file(&data);
+    assert!(
+        disk.len() >= 5,
+        "dd seen in DISK with a stack {} times",
+        disk.len()
+    );
+    // dd is stripped: main and _start have no names, but the stack is whole.
+    assert_chain_to_root(
+        &disk,
+        &["read", "__libc_start_call_main", "__libc_start_main"],
+        "dd+0x",
+    );
+}
