@@ -25,7 +25,8 @@ struct Kid(Child);
 impl Drop for Kid {
     fn drop(&mut self) {
         let pgid = self.0.id() as libc::pid_t;
-        // The group this test created for the child, never anything else.
+        // The group this test created for the child (process_group(0): its id is
+        // the child's pid, not yet reaped so never reused), nothing else.
         if pgid > 1 {
             // SAFETY: kill(2) with a negative pid signals exactly that group.
             unsafe { libc::kill(-pgid, libc::SIGKILL) };

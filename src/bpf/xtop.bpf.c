@@ -570,6 +570,7 @@ int dump_tasks(struct bpf_iter__task *ctx)
 		return 0;
 	__builtin_memset(r, 0, offsetof(struct task_sample, kstack));
 
+	w = bpf_map_lookup_elem(&stackwin, &zero);
 	pflags = task->flags;
 	r->now_ns = pass_now_ns;
 	r->now_rq = pass_now_rq;
@@ -614,7 +615,6 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	} else if (!exit_state) {
 		if (!(pflags & PF_KTHREAD))
 			read_user_regs(task, r);
-		w = bpf_map_lookup_elem(&stackwin, &zero);
 		offcpu_stacks(task, s, r, w, user);
 	}
 	/* Negative: the unwinder failed; either way nothing follows the header. */
@@ -640,7 +640,6 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	if (wlen > XTOP_UWIN_BYTES)
 		wlen = 0;
 	barrier_var(wlen);
-	w = bpf_map_lookup_elem(&stackwin, &zero);
 	if (wlen && w)
 		bpf_seq_write(seq, w->b, wlen);
 	return 0;

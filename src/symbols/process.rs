@@ -51,8 +51,8 @@ pub struct Process {
     perf_map: PerfMap,
     /// Which CFI covers which address, built from `maps` when first needed.
     modules: Option<ProcessUnwinder>,
-    /// The pass whose `exec_checked` last looked at the executable.
-    exec_checked_in: u64,
+    /// The sampling pass in which `unwind` last checked the maps were current.
+    checked_in: u64,
 }
 
 impl Process {
@@ -64,7 +64,7 @@ impl Process {
             maps: Vec::new(),
             perf_map: PerfMap::for_pid(pid),
             modules: None,
-            exec_checked_in: 0,
+            checked_in: 0,
         };
         p.refresh(binaries);
         p
@@ -121,15 +121,6 @@ impl Process {
         self.exe.is_some() && exe_id(self.pid).is_some_and(|e| Some(e) != self.exe)
     }
 
-    /// `exec_changed`, asked at most once in pass `pass` (false after that).
-    pub fn exec_checked(&mut self, pass: u64) -> bool {
-        if self.exec_checked_in == pass {
-            return false;
-        }
-        self.exec_checked_in = pass;
-        self.exec_changed()
-    }
-
     /// The executable file mappings, for the unwinder: each binary to be read
     /// from a file that is still the one mapped (see `Binary::source`).
     pub fn unwind_mappings(&self) -> Vec<crate::unwind::Mapping> {
@@ -148,18 +139,25 @@ impl Process {
             .collect()
     }
 
-    /// The stack of one of this process's threads. A stack that did not reach
-    /// its root through an address no mapping holds may have run into code
-    /// mapped since the maps were read (dlopen): read them again, once.
+    /// The stack of one of this process's threads, in sampling pass `pass`.
+    /// Stale maps are noticed at most once a pass: an exec replaced them all,
+    /// or a stack that stopped short at an address no mapping holds may have
+    /// run into code mapped since they were read (dlopen).
     pub fn unwind(
         &mut self,
         binaries: &mut Binaries,
         unwinder: &mut Unwinder,
         regs: &Regs,
         window: Window,
+        pass: u64,
     ) -> Unwound {
+        let fresh = self.checked_in == pass;
+        self.checked_in = pass;
+        if !fresh && self.exec_changed() {
+            self.refresh(binaries);
+        }
         let mut u = self.unwind_once(unwinder, regs, window);
-        if u.truncated() && u.addrs.iter().any(|&a| self.locate(a).is_none()) {
+        if !fresh && u.truncated() && u.addrs.iter().any(|&a| self.locate(a).is_none()) {
             self.refresh(binaries);
             if self.modules.is_none() {
                 u = self.unwind_once(unwinder, regs, window);

@@ -28,7 +28,7 @@ pub struct UserSymbols {
     by_hash: Bounded<u64, Arc<Stack>>,
     /// CFI of every binary seen, for stacks that come as windows.
     unwinder: Unwinder,
-    /// Counts sampling passes: a process's exec is checked once per pass.
+    /// Counts sampling passes: an unwound process's maps are checked once per pass.
     pass: u64,
 }
 
@@ -46,7 +46,7 @@ impl UserSymbols {
     }
 
     /// Starts a sampling pass: every stack of one pass sees one moment, so a
-    /// process's executable (one stat) need only be checked once per pass.
+    /// process's maps (an exec, a dlopen) need only be checked once per pass.
     pub fn begin_pass(&mut self) {
         self.pass += 1;
     }
@@ -54,18 +54,8 @@ impl UserSymbols {
     /// The symbolized stack of a thread of process `pid` whose registers and
     /// stack window were copied: unwound with CFI, then named as `stack` does.
     pub fn unwound(&mut self, pid: u32, start_ns: u64, regs: &Regs, window: Window) -> Arc<Stack> {
-        let u = match process(&mut self.procs, &mut self.binaries, pid, start_ns) {
-            Some(p) => {
-                if p.exec_checked(self.pass) {
-                    p.refresh(&mut self.binaries);
-                }
-                p.unwind(&mut self.binaries, &mut self.unwinder, regs, window)
-            }
-            None => {
-                let none = self.unwinder.process(&[]);
-                self.unwinder.unwind(&none, regs, window)
-            }
-        };
+        let p = process(&mut self.procs, &mut self.binaries, pid, start_ns);
+        let u = p.unwind(&mut self.binaries, &mut self.unwinder, regs, window, self.pass);
         self.stack(pid, start_ns, &u.addrs, u.truncated())
     }
 
@@ -103,18 +93,14 @@ impl UserSymbols {
     /// The executable file mappings of process `pid` (started at `start_ns`),
     /// read now if it was never seen: what the unwinder needs of it.
     pub fn unwind_mappings(&mut self, pid: u32, start_ns: u64) -> Vec<crate::unwind::Mapping> {
-        process(&mut self.procs, &mut self.binaries, pid, start_ns)
-            .map(|p| p.unwind_mappings())
-            .unwrap_or_default()
+        process(&mut self.procs, &mut self.binaries, pid, start_ns).unwind_mappings()
     }
 
     /// Each address's location. Return addresses are looked up one byte back,
     /// inside the call: a call ending a function must not name the next one.
     fn normalize(&mut self, pid: u32, start_ns: u64, addrs: &[u64]) -> Vec<Loc> {
         let binaries = &mut self.binaries;
-        let Some(proc) = process(&mut self.procs, binaries, pid, start_ns) else {
-            return addrs.iter().map(|&a| Loc::Unmapped(a)).collect();
-        };
+        let proc = process(&mut self.procs, binaries, pid, start_ns);
         let mut refreshed = proc.exec_changed();
         if refreshed {
             proc.refresh(binaries);
@@ -147,11 +133,11 @@ fn process<'a>(
     binaries: &mut Binaries,
     pid: u32,
     start_ns: u64,
-) -> Option<&'a mut Process> {
+) -> &'a mut Process {
     if procs.get_mut(&(pid, start_ns)).is_none() {
         procs.insert((pid, start_ns), Process::new(pid, binaries));
     }
-    procs.get_mut(&(pid, start_ns))
+    procs.get_mut(&(pid, start_ns)).expect("inserted just above")
 }
 
 /// Key of raw addresses (the cached path): mixed a word at a time, eight times
