@@ -11,7 +11,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::hash::{BuildHasher, Hasher};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -309,7 +309,33 @@ pub fn lock_holder(file: &File) -> Option<u32> {
     let dev = m.dev();
     let (major, minor) = (libc::major(dev), libc::minor(dev));
     let want = format!("{major:02x}:{minor:02x}:{}", m.ino());
-    let locks = fs::read_to_string("/proc/locks").ok()?;
+    // /proc/locks is a seq_file walked by position: a lock released by anyone
+    // between two read() calls shifts the list and can hide ours (std's reader
+    // starts with a 32-byte probe, so every line was its own call). Read in
+    // large calls, and look again a few times before saying "unknown".
+    (0..8).find_map(|_| holder_in(&read_proc_locks()?, &want))
+}
+
+fn read_proc_locks() -> Option<String> {
+    let mut f = File::open("/proc/locks").ok()?;
+    let mut buf = vec![0u8; 64 << 10];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+        match f.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    buf.truncate(len);
+    String::from_utf8(buf).ok()
+}
+
+fn holder_in(locks: &str, want: &str) -> Option<u32> {
     locks.lines().find_map(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
         // "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"; blocked waiters have "->".
@@ -317,7 +343,7 @@ pub fn lock_holder(file: &File) -> Option<u32> {
             return None;
         }
         let i = f.iter().position(|x| x.matches(':').count() == 2)?;
-        (f[i].eq_ignore_ascii_case(&want)).then(|| f.get(i - 1)?.parse().ok())?
+        (f[i].eq_ignore_ascii_case(want)).then(|| f.get(i - 1)?.parse().ok())?
     })
 }
 

@@ -144,6 +144,46 @@ fn a_held_lock_names_its_holder() {
 }
 
 #[test]
+fn a_holder_is_found_while_other_locks_come_and_go() {
+    // Locks taken and dropped elsewhere shift /proc/locks under a reader; the
+    // holder must still be named (this failed CI once, in a parallel test run).
+    let d = dir("lock-churn");
+    let p = d.join("rec.xtop");
+    fs::write(&p, "").unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let (d, stop) = (d.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let files: Vec<_> = (0..100)
+                .map(|i| {
+                    let f = d.join(format!("churn{i}"));
+                    fs::write(&f, "").unwrap();
+                    fs::File::open(f).unwrap()
+                })
+                .collect();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for f in &files {
+                    assert!(try_lock(f).unwrap());
+                }
+                for f in &files {
+                    // SAFETY: unlocking a descriptor this thread owns.
+                    unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(f), libc::LOCK_UN) };
+                }
+            }
+        })
+    };
+    let first = fs::File::open(&p).unwrap();
+    assert!(try_lock(&first).unwrap());
+    let second = fs::File::open(&p).unwrap();
+    let misses = (0..300)
+        .filter(|_| lock_holder(&second) != Some(std::process::id()))
+        .count();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    churn.join().unwrap();
+    assert_eq!(misses, 0, "holder not found in {misses} of 300 looks");
+}
+
+#[test]
 fn a_directory_output_appears_whole_or_not_at_all() {
     let d = dir("staging");
     let victim = trap(&d, &d.join("a.csv"));
