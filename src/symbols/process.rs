@@ -51,8 +51,11 @@ pub struct Process {
     perf_map: PerfMap,
     /// Which CFI covers which address, built from `maps` when first needed.
     modules: Option<ProcessUnwinder>,
-    /// The sampling pass in which `unwind` last checked the maps were current.
+    /// The sampling pass in which an exec was last looked for.
     checked_in: u64,
+    /// The sampling pass in which the maps were last re-read for an address
+    /// none of them holds.
+    reread_in: u64,
 }
 
 impl Process {
@@ -65,6 +68,7 @@ impl Process {
             perf_map: PerfMap::for_pid(pid),
             modules: None,
             checked_in: 0,
+            reread_in: 0,
         };
         p.refresh(binaries);
         p
@@ -139,10 +143,32 @@ impl Process {
             .collect()
     }
 
+    /// Brings the maps up to date for sampling pass `pass`, as far as one
+    /// pass needs: an exec (which replaces them all) is looked for once a pass.
+    pub fn begin_use(&mut self, binaries: &mut Binaries, pass: u64) {
+        if self.checked_in != pass {
+            self.checked_in = pass;
+            if self.exec_changed() {
+                self.refresh(binaries);
+                self.reread_in = pass;
+            }
+        }
+    }
+
+    /// Re-reads the maps because an address no mapping holds may be code
+    /// mapped since they were read (a dlopen, a new JIT region), at most once
+    /// a pass: an address that stays unmapped must not re-read them per stack.
+    /// Whether they were re-read.
+    pub fn reread_for_unmapped(&mut self, binaries: &mut Binaries, pass: u64) -> bool {
+        if self.reread_in == pass {
+            return false;
+        }
+        self.reread_in = pass;
+        self.refresh(binaries);
+        true
+    }
+
     /// The stack of one of this process's threads, in sampling pass `pass`.
-    /// Stale maps are noticed at most once a pass: an exec replaced them all,
-    /// or a stack that stopped short at an address no mapping holds may have
-    /// run into code mapped since they were read (dlopen).
     pub fn unwind(
         &mut self,
         binaries: &mut Binaries,
@@ -151,17 +177,14 @@ impl Process {
         window: Window,
         pass: u64,
     ) -> Unwound {
-        let fresh = self.checked_in == pass;
-        self.checked_in = pass;
-        if !fresh && self.exec_changed() {
-            self.refresh(binaries);
-        }
+        self.begin_use(binaries, pass);
         let mut u = self.unwind_once(unwinder, regs, window);
-        if !fresh && u.truncated() && u.addrs.iter().any(|&a| self.locate(a).is_none()) {
-            self.refresh(binaries);
-            if self.modules.is_none() {
-                u = self.unwind_once(unwinder, regs, window);
-            }
+        if u.truncated()
+            && u.addrs.iter().any(|&a| self.locate(a).is_none())
+            && self.reread_for_unmapped(binaries, pass)
+            && self.modules.is_none()
+        {
+            u = self.unwind_once(unwinder, regs, window);
         }
         u
     }

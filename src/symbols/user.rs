@@ -28,7 +28,7 @@ pub struct UserSymbols {
     by_hash: Bounded<u64, Arc<Stack>>,
     /// CFI of every binary seen, for stacks that come as windows.
     unwinder: Unwinder,
-    /// Counts sampling passes: an unwound process's maps are checked once per pass.
+    /// Counts sampling passes: a process's maps are checked once per pass.
     pass: u64,
 }
 
@@ -99,12 +99,9 @@ impl UserSymbols {
     /// Each address's location. Return addresses are looked up one byte back,
     /// inside the call: a call ending a function must not name the next one.
     fn normalize(&mut self, pid: u32, start_ns: u64, addrs: &[u64]) -> Vec<Loc> {
-        let binaries = &mut self.binaries;
+        let (binaries, pass) = (&mut self.binaries, self.pass);
         let proc = process(&mut self.procs, binaries, pid, start_ns);
-        let mut refreshed = proc.exec_changed();
-        if refreshed {
-            proc.refresh(binaries);
-        }
+        proc.begin_use(binaries, pass);
         let lookup = |i: usize, a: u64| if i == 0 { a } else { a.saturating_sub(1) };
         addrs
             .iter()
@@ -113,13 +110,9 @@ impl UserSymbols {
                 let a = lookup(i, a);
                 proc.locate(a)
                     .or_else(|| {
-                        // Mapped since the maps were read (dlopen, new JIT region)?
-                        if refreshed {
-                            return None;
-                        }
-                        refreshed = true;
-                        proc.refresh(binaries);
-                        proc.locate(a)
+                        proc.reread_for_unmapped(binaries, pass)
+                            .then(|| proc.locate(a))
+                            .flatten()
                     })
                     .unwrap_or(Loc::Unmapped(a))
             })
