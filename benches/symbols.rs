@@ -12,6 +12,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use xtop::symbols::UserSymbols;
+use xtop::unwind::End;
 
 macro_rules! funcs {
     ($($name:ident = $k:literal),*) => {
@@ -96,7 +97,7 @@ fn main() {
     // 1. First stack ever, of this process: its binary's debug info parsed.
     let mut u = UserSymbols::new();
     let t = Instant::now();
-    let s = u.stack(own, 1, &stack_in_this_binary(0), false);
+    let s = u.stack(own, 1, &stack_in_this_binary(0), End::Root);
     let first_own = t.elapsed();
     assert!(s.frames[0].contains("bench_f0"), "{:?}", s.frames);
 
@@ -105,13 +106,13 @@ fn main() {
     let (ip_a, ip_b) = (sleeping_ip(&a), sleeping_ip(&b));
     let mut fresh = UserSymbols::new();
     let t = Instant::now();
-    let s = fresh.stack(a.id(), 1, &[ip_a], false);
+    let s = fresh.stack(a.id(), 1, &[ip_a], End::Root);
     let first_libc = t.elapsed();
     assert!(s.frames[0].contains("nanosleep"), "{:?}", s.frames);
 
     // 2. A new process, binaries known.
     let t = Instant::now();
-    let s = fresh.stack(b.id(), 1, &[ip_b], false);
+    let s = fresh.stack(b.id(), 1, &[ip_b], End::Root);
     let new_process = t.elapsed();
     assert!(s.frames[0].contains("nanosleep"), "{:?}", s.frames);
     for c in [&mut a, &mut b] {
@@ -122,12 +123,12 @@ fn main() {
     // 3a. New stacks in a parsed binary, frames already named (other stacks had them).
     let n = 2000;
     for i in 0..FUNCS.len() * 16 {
-        black_box(u.stack(own, 1, &stack_in_this_binary(i)[..1], false));
+        black_box(u.stack(own, 1, &stack_in_this_binary(i)[..1], End::Root));
     }
     let stacks: Vec<Vec<u64>> = (1..=n).map(stack_in_this_binary).collect();
     let t = Instant::now();
     for st in &stacks {
-        black_box(u.stack(own, 1, st, false));
+        black_box(u.stack(own, 1, st, End::Root));
     }
     let new_stack = t.elapsed() / n as u32;
 
@@ -142,7 +143,7 @@ fn main() {
         .collect();
     let t = Instant::now();
     for st in &spread {
-        black_box(u.stack(own, 1, st, false));
+        black_box(u.stack(own, 1, st, End::Root));
     }
     let new_frames = t.elapsed() / n as u32;
 
@@ -151,7 +152,7 @@ fn main() {
     let t = Instant::now();
     for _ in 0..rounds {
         for st in &stacks {
-            black_box(u.stack(own, 1, st, false));
+            black_box(u.stack(own, 1, st, End::Root));
         }
     }
     let cached = t.elapsed().as_nanos() / (rounds * n) as u128;

@@ -246,8 +246,10 @@ pub static DIMENSIONS: &[Dimension] = &[
     dim(
         "ustack",
         false,
-        "User stack, outermost first, ';'-joined. A '[truncated]' first frame means the walk \
-         stopped early, usually because a binary or library lacks frame pointers.",
+        "User stack, outermost first, ';'-joined. A '[truncated]' first frame means the unwind \
+         stopped early, in code with neither CFI nor frame pointers; '[deeper]' that the stack \
+         goes on past the part xtop copies; '[signal]' separates a signal handler from the code \
+         it interrupted.",
         |_, s| match &s.ustack {
             Some(u) => Value::Text(crate::model::folded(&u.frames).into()),
             None => Value::Missing,

@@ -8,63 +8,15 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::kid::Kid;
 use common::observe::*;
 use xtop::sampler::{SamplerOptions, Unwind};
 
 fn tmp() -> &'static Path {
     Path::new(env!("CARGO_TARGET_TMPDIR"))
-}
-
-/// A child process in a process group of its own (it and anything it starts),
-/// killed and reaped when this is dropped.
-struct Kid(Child);
-
-impl Drop for Kid {
-    fn drop(&mut self) {
-        let pgid = self.0.id() as libc::pid_t;
-        // The group this test created for the child (process_group(0): its id is
-        // the child's pid, not yet reaped so never reused), nothing else.
-        if pgid > 1 {
-            // SAFETY: kill(2) with a negative pid signals exactly that group.
-            unsafe { libc::kill(-pgid, libc::SIGKILL) };
-        }
-        let _ = self.0.wait();
-    }
-}
-
-impl Kid {
-    fn spawn(cmd: &mut Command) -> Kid {
-        use std::os::unix::process::CommandExt;
-        Kid(cmd
-            .stdin(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .expect("spawn workload"))
-    }
-
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
-
-    /// Waits until a thread named `comm` of this process sleeps (state S).
-    fn wait_sleeping(&self, comm: &str) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let task = format!("/proc/{}/task", self.pid());
-        loop {
-            let asleep = std::fs::read_dir(&task).into_iter().flatten().flatten().any(|t| {
-                let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
-                stat.contains(&format!("({comm}) S"))
-            });
-            if asleep {
-                return;
-            }
-            assert!(Instant::now() < deadline, "{comm} never went to sleep");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
 }
 
 const C_SOURCE: &str = r#"
@@ -181,7 +133,7 @@ fn assert_chain_to_root(obs: &[StackObs], chain: &[&str], root: &str) {
             show(obs)
         );
         let s = o.ustack.as_ref().unwrap();
-        assert!(!s.truncated(), "not at the root: {}", show(obs));
+        assert!(!s.cut_short(), "not at the root: {}", show(obs));
         assert!(
             u.last().is_some_and(|f| f.contains(root)),
             "root {root}: {}",
@@ -210,7 +162,7 @@ fn c_without_frame_pointers_blocked_in_glibc_has_its_whole_chain() {
             assert!(
                 fp_only
                     .iter()
-                    .all(|o| o.ustack.as_ref().is_none_or(|s| s.truncated())
+                    .all(|o| o.ustack.as_ref().is_none_or(|s| s.cut_short())
                         && !o.uframes().iter().any(|f| f.contains("xt_c_top"))),
                 "a frame-pointer walk should not reach the caller: {}",
                 show(&fp_only)

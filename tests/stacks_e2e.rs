@@ -105,7 +105,7 @@ fn sleeper_shows_the_nanosleep_path_and_its_caller() {
         );
         let u = o.uframes();
         assert_eq!(u.first().map(|f| &**f), Some("xt_sleep_marker"), "{}", dump(obs));
-        assert!(!o.ustack.as_ref().unwrap().truncated(), "{}", dump(obs));
+        assert!(!o.ustack.as_ref().unwrap().cut_short(), "{}", dump(obs));
     }
 }
 

@@ -284,21 +284,22 @@ static __always_inline void read_user_regs(struct task_struct *task, struct task
 /* User stacks are walked along the frame-pointer chain: each frame record is
  * {caller's frame pointer, return address}. The chain ends at its root when
  * the frame pointer or the return address is 0; any other stop (unreadable
- * record, frame pointer not growing or misaligned, depth limit) leaves
- * *trunc set. Code built without frame pointers shows as a truncated stack. */
+ * record, frame pointer not growing or misaligned) sets XF_USTACK_TRUNC in
+ * *uflags, and the depth limit XF_USTACK_DEEP with it. Code built without
+ * frame pointers shows as a truncated stack. */
 
 /* Another (off-CPU) thread's stack, from a sleepable program: one copy of a
  * 512-byte window serves several frames; a window running past the end of the
  * stack mapping falls back to the 16-byte record alone. */
 static __always_inline int walk_user_task(struct task_struct *task, struct pt_regs *regs, __u64 *out,
-					  bool *trunc)
+					  __u32 *uflags)
 {
 	__u64 fp = PT_REGS_FP(regs), base = 0, nfp, ra, off, zero = 0;
 	struct ustack_window *win = bpf_map_lookup_elem(&uwin, &zero);
 	bool have = false;
 	int i, n = 1;
 
-	*trunc = true;
+	*uflags = XF_USTACK_TRUNC;
 	out[0] = PT_REGS_IP(regs);
 	if (!win)
 		return n;
@@ -329,7 +330,7 @@ static __always_inline int walk_user_task(struct task_struct *task, struct pt_re
 			return n;
 		fp = nfp;
 	}
-	*trunc = fp != 0;
+	*uflags = fp ? XF_USTACK_TRUNC | XF_USTACK_DEEP : 0;
 	return n;
 }
 
@@ -375,12 +376,12 @@ static __always_inline __u32 copy_window(struct task_struct *task, struct pt_reg
 }
 
 /* The current thread's stack, from the profile's interrupt: no faulting. */
-static __always_inline int walk_user_current(struct pt_regs *regs, __u64 *out, bool *trunc)
+static __always_inline int walk_user_current(struct pt_regs *regs, __u64 *out, __u32 *uflags)
 {
 	__u64 fp = PT_REGS_FP(regs), fr[2];
 	int i, n = 1;
 
-	*trunc = true;
+	*uflags = XF_USTACK_TRUNC;
 	out[0] = PT_REGS_IP(regs);
 	for (i = 1; i < XTOP_USTACK_DEPTH; i++) {
 		if (!fp)
@@ -397,7 +398,7 @@ static __always_inline int walk_user_current(struct pt_regs *regs, __u64 *out, b
 			return n;
 		fp = fr[0];
 	}
-	*trunc = fp != 0;
+	*uflags = fp ? XF_USTACK_TRUNC | XF_USTACK_DEEP : 0;
 	return n;
 }
 
@@ -410,7 +411,7 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 	struct task_struct *t = bpf_get_current_task_btf();
 	struct cpu_stack *c;
 	struct pt_regs *regs;
-	bool trunc = false;
+	__u32 uflags = 0;
 	int n;
 
 	if (t->pid == 0 || (t->flags & PF_EXITING))
@@ -427,9 +428,9 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 	c->flags = 0;
 	regs = (struct pt_regs *)bpf_task_pt_regs(t);
 	if (user_stacks && regs && !(t->flags & NO_USER_STACK)) {
-		n = walk_user_current(regs, c->ustack, &trunc);
+		n = walk_user_current(regs, c->ustack, &uflags);
 		c->ustack_len = n * 8;
-		c->flags = trunc ? XF_USTACK_TRUNC : 0;
+		c->flags = uflags;
 	}
 	barrier();
 	c->seq++;
@@ -470,7 +471,7 @@ static __always_inline void profile_stacks(struct task_struct *task, struct thre
 		return;
 	r->kstack_len = klen;
 	r->ustack_len = ulen;
-	r->flags |= XF_ONCPU_STACK | (flags & XF_USTACK_TRUNC);
+	r->flags |= XF_ONCPU_STACK | (flags & (XF_USTACK_TRUNC | XF_USTACK_DEEP));
 }
 
 /* Whether the thread got a CPU since `arrival` (or is on one now). */
@@ -488,7 +489,7 @@ static __always_inline void offcpu_stacks(struct task_struct *task, struct threa
 	__u64 arrival = task->sched_info.last_arrival;
 	__u32 gen = pass_gen;
 	struct pt_regs *regs;
-	bool trunc = false;
+	__u32 uflags = 0;
 
 	if (!s)
 		s = state_of(task);
@@ -514,13 +515,13 @@ static __always_inline void offcpu_stacks(struct task_struct *task, struct threa
 					r->flags |= XF_USTACK_TRUNC;
 				}
 			} else {
-				r->ustack_len = walk_user_task(task, regs, r->ustack, &trunc) * 8;
-				r->flags |= trunc ? XF_USTACK_TRUNC : 0;
+				r->ustack_len = walk_user_task(task, regs, r->ustack, &uflags) * 8;
+				r->flags |= uflags;
 			}
 			if (ran_since(task, arrival)) {
 				r->ustack_len = 0;
 				r->uwin_len = 0;
-				r->flags &= ~(XF_USTACK_TRUNC | XF_UWIN_TO_END);
+				r->flags &= ~(XF_USTACK_TRUNC | XF_USTACK_DEEP | XF_UWIN_TO_END);
 				arrival = 0;
 			}
 		}

@@ -27,6 +27,7 @@
 #define XF_USTACK_TRUNC  (1 << 11) /* user frame-pointer walk stopped before the root */
 #define XF_ONCPU_STACK   (1 << 12) /* stacks of a running thread, from the on-CPU profile */
 #define XF_UWIN_TO_END   (1 << 13) /* the stack window reaches the end of the stack's mapping */
+#define XF_USTACK_DEEP   (1 << 14) /* with XF_USTACK_TRUNC: the walk stopped at its depth limit */
 
 /* Long-lived state of one thread, in task local storage (freed with the task).
  * Times named *_rq are the scheduler's clock (rq->clock, as in task->sched_info),

@@ -78,17 +78,24 @@ pub struct Stack {
     /// addresses, or for user stacks of (binary, file offset) pairs, so every
     /// process running the same code shares it whatever its address layout.
     pub hash: u64,
-    /// Function names, innermost (leaf) first. A user stack whose frame-pointer
-    /// walk stopped before reaching its root ends with the `TRUNCATED` frame,
-    /// so every view and export shows the gap instead of a wrong root.
+    /// Function names, innermost (leaf) first. A user stack whose unwind
+    /// stopped before reaching its root ends with the `TRUNCATED` frame, one
+    /// that goes on past what was copied of it with `DEEPER`, so every view and
+    /// export shows the gap instead of a wrong root.
     pub frames: Vec<Arc<str>>,
     /// Index in `frames` of the first frame that is not scheduler plumbing
     /// (what /proc/PID/wchan would show).
     pub top: usize,
 }
 
-/// Outermost frame of a stack whose walk stopped early (see `Stack::frames`).
+/// Outermost frame of a stack whose unwind failed before its root: code with
+/// neither CFI nor frame pointers, or a corrupt stack (see `Stack::frames`).
 pub const TRUNCATED: &str = "[truncated]";
+/// Outermost frame of a stack that goes on past the part xtop copies of it
+/// (the stack window, or the frame limit): the unwind itself was sound.
+pub const DEEPER: &str = "[deeper]";
+/// Between a signal handler's frames and those of the code it interrupted.
+pub const SIGNAL: &str = "[signal]";
 /// A frame no symbol source could name.
 pub const UNKNOWN: &str = "[unknown]";
 
@@ -96,6 +103,13 @@ impl Stack {
     /// Whether the unwinder gave up before the stack's root.
     pub fn truncated(&self) -> bool {
         self.frames.last().is_some_and(|f| &**f == TRUNCATED)
+    }
+
+    /// Whether the stack stops short of its root, for whatever reason.
+    pub fn cut_short(&self) -> bool {
+        self.frames
+            .last()
+            .is_some_and(|f| &**f == TRUNCATED || &**f == DEEPER)
     }
 
     pub fn top_frame(&self) -> Option<&Arc<str>> {

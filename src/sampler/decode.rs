@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::model::{Stack, State, Syscall, ThreadSample};
 use crate::symbols::{KernelSymbols, UserSymbols};
-use crate::unwind::{Regs, Window};
+use crate::unwind::{End, Regs, Window};
 
 use super::procinfo::{ProcCache, RawIdent};
 use super::skel::types::task_sample as RawSample;
@@ -24,6 +24,7 @@ const XF_KTHREAD: u32 = 1 << 9;
 const XF_STACK_SAME: u32 = 1 << 10;
 const XF_USTACK_TRUNC: u32 = 1 << 11;
 const XF_UWIN_TO_END: u32 = 1 << 13;
+const XF_USTACK_DEEP: u32 = 1 << 14;
 
 /// XTOP_UWIN_BYTES (src/bpf/xtop.h): the most stack window a record carries.
 pub const UWIN_BYTES: usize = 16384;
@@ -165,8 +166,12 @@ impl StackMemo {
                 Some(usyms.unwound(r.tgid, r.start_ns, &regs, w))
             } else {
                 (r.ustack_len > 0).then(|| {
-                    let trunc = r.flags & XF_USTACK_TRUNC != 0;
-                    usyms.stack(r.tgid, r.start_ns, &r.ustack[..n(r.ustack_len)], trunc)
+                    let end = match (r.flags & XF_USTACK_TRUNC != 0, r.flags & XF_USTACK_DEEP != 0) {
+                        (false, _) => End::Root,
+                        (true, false) => End::Lost,
+                        (true, true) => End::Depth,
+                    };
+                    usyms.stack(r.tgid, r.start_ns, &r.ustack[..n(r.ustack_len)], end)
                 })
             };
             (k, u)
@@ -364,6 +369,14 @@ mod tests {
         let (k, u) = memo.stacks(&r, &[], &mut syms, &mut usyms);
         assert_eq!(k, None);
         assert!(u.unwrap().truncated());
+        // The frame-pointer walk stopped at its depth limit: deeper, not lost.
+        let mut deep = raw(XF_USTACK_TRUNC | XF_USTACK_DEEP);
+        deep.tid = 8;
+        deep.ustack_len = 8;
+        deep.ustack[0] = 0x30;
+        let (_, d) = memo.stacks(&deep, &[], &mut syms, &mut usyms);
+        let d = d.unwrap();
+        assert!(!d.truncated() && d.cut_short(), "{:?}", d.frames);
         assert_eq!(memo.stacks(&raw(0), &[], &mut syms, &mut usyms), (None, None));
     }
 
@@ -393,7 +406,7 @@ mod tests {
         r.uregs = [c.regs.ip, c.regs.sp, c.regs.fp, 0];
         let (_, u) = memo.stacks(&r, &c.stack, &mut syms, &mut usyms);
         let u = u.expect("a user stack");
-        assert!(!u.truncated(), "{:?}", u.frames);
+        assert!(!u.cut_short(), "{:?}", u.frames);
         assert!(
             u.frames.first().is_some_and(|f| f.contains("capture")),
             "{:?}",
@@ -407,6 +420,7 @@ mod tests {
         // Cut short of the stack's end, the window says the stack went on.
         r.flags = 0;
         let (_, short) = memo.stacks(&r, &c.stack[..64], &mut syms, &mut usyms);
-        assert!(short.unwrap().truncated());
+        let short = short.unwrap();
+        assert_eq!(short.frames.last().map(|f| &**f), Some(crate::model::DEEPER));
     }
 }

@@ -14,7 +14,7 @@ use super::cache::Bounded;
 use super::maps::{self, MapKind};
 use super::process::Loc;
 use super::MAX_CACHED;
-use crate::model::UNKNOWN;
+use crate::model::{SIGNAL, UNKNOWN};
 
 /// Frames for one address: inlined callees first, the containing function last.
 pub type Frames = Arc<[Arc<str>]>;
@@ -103,6 +103,7 @@ impl Names {
             Loc::Vdso(off) => (VDSO_KEY, *off),
             Loc::Jit(_, Some(name)) => return Arc::new([name.clone()]),
             Loc::Jit(_, None) | Loc::Unmapped(_) => return self.unknown.clone(),
+            Loc::Signal => return Arc::new([SIGNAL.into()]),
         };
         if let Some(f) = fresh.get(&key).cloned().or_else(|| self.cache.get(&key)) {
             return f;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::binary::{Binaries, Binary};
 use super::maps::{self, MapKind};
 use super::perf_map::PerfMap;
-use crate::unwind::{ProcessUnwinder, Regs, Unwinder, Unwound, Window};
+use crate::unwind::{End, ProcessUnwinder, Regs, Unwinder, Unwound, Window};
 
 /// Where an address is, independent of where the process happened to map it.
 #[derive(Clone, Debug)]
@@ -23,6 +23,8 @@ pub enum Loc {
     Jit(u64, Option<Arc<str>>),
     /// Mapped nowhere we know of: garbage or a mapping already gone.
     Unmapped(u64),
+    /// A signal trampoline (`unwind::SIGNAL_FRAME`).
+    Signal,
 }
 
 enum Region {
@@ -179,7 +181,7 @@ impl Process {
     ) -> Unwound {
         self.begin_use(binaries, pass);
         let mut u = self.unwind_once(unwinder, regs, window);
-        if u.truncated()
+        if u.end != End::Root
             && u.addrs.iter().any(|&a| self.locate(a).is_none())
             && self.reread_for_unmapped(binaries, pass)
             && self.modules.is_none()

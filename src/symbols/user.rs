@@ -12,8 +12,8 @@ use super::cache::Bounded;
 use super::names::Names;
 use super::process::{Loc, Process};
 use super::{stack_hash, MAX_CACHED};
-use crate::model::{Stack, TRUNCATED};
-use crate::unwind::{Regs, Unwinder, Window};
+use crate::model::{Stack, DEEPER, TRUNCATED};
+use crate::unwind::{End, Regs, Unwinder, Window, SIGNAL_FRAME};
 
 /// Processes whose maps are kept, alive or exited.
 const MAX_PROCESSES: usize = 4096;
@@ -22,8 +22,8 @@ pub struct UserSymbols {
     procs: Bounded<(u32, u64), Process>,
     binaries: Binaries,
     names: Names,
-    /// By (pid, start_ns, hash of the raw addresses, truncated).
-    stacks: Bounded<(u32, u64, u64, bool), Arc<Stack>>,
+    /// By (pid, start_ns, hash of the raw addresses, how the unwind ended).
+    stacks: Bounded<(u32, u64, u64, End), Arc<Stack>>,
     /// By `Stack::hash`: processes with the same stack share one `Stack`.
     by_hash: Bounded<u64, Arc<Stack>>,
     /// CFI of every binary seen, for stacks that come as windows.
@@ -56,19 +56,20 @@ impl UserSymbols {
     pub fn unwound(&mut self, pid: u32, start_ns: u64, regs: &Regs, window: Window) -> Arc<Stack> {
         let p = process(&mut self.procs, &mut self.binaries, pid, start_ns);
         let u = p.unwind(&mut self.binaries, &mut self.unwinder, regs, window, self.pass);
-        self.stack(pid, start_ns, &u.addrs, u.truncated())
+        self.stack(pid, start_ns, &u.addrs, u.end)
     }
 
     /// The symbolized user stack of process `pid` (started at `start_ns`, which
     /// tells a reused pid apart). `addrs` are leaf first: the instruction
-    /// pointer, then return addresses. `truncated`: the unwinder stopped early.
-    pub fn stack(&mut self, pid: u32, start_ns: u64, addrs: &[u64], truncated: bool) -> Arc<Stack> {
-        let key = (pid, start_ns, raw_hash(addrs), truncated);
+    /// pointer, then return addresses (or `SIGNAL_FRAME`). `end`: how the
+    /// unwind ended.
+    pub fn stack(&mut self, pid: u32, start_ns: u64, addrs: &[u64], end: End) -> Arc<Stack> {
+        let key = (pid, start_ns, raw_hash(addrs), end);
         if let Some(s) = self.stacks.get(&key) {
             return s;
         }
         let locs = self.normalize(pid, start_ns, addrs);
-        let hash = identity(pid, start_ns, &locs, truncated);
+        let hash = identity(pid, start_ns, &locs, end);
         let stack = match self.by_hash.get(&hash) {
             Some(s) => s,
             None => {
@@ -78,8 +79,10 @@ impl UserSymbols {
                     .iter()
                     .flat_map(|f| f.iter().cloned())
                     .collect();
-                if truncated {
-                    frames.push(TRUNCATED.into());
+                match end {
+                    End::Root => {}
+                    End::Lost => frames.push(TRUNCATED.into()),
+                    End::Window | End::Depth => frames.push(DEEPER.into()),
                 }
                 let s = Arc::new(Stack { hash, frames, top: 0 });
                 self.by_hash.insert(hash, s.clone());
@@ -107,6 +110,9 @@ impl UserSymbols {
             .iter()
             .enumerate()
             .map(|(i, &a)| {
+                if a == SIGNAL_FRAME {
+                    return Loc::Signal;
+                }
                 let a = lookup(i, a);
                 proc.locate(a)
                     .or_else(|| {
@@ -146,7 +152,7 @@ fn raw_hash(addrs: &[u64]) -> u64 {
 
 /// A stack's identity: what code it is, not where it was mapped. JIT and
 /// unmapped addresses only mean something within their process.
-fn identity(pid: u32, start_ns: u64, locs: &[Loc], truncated: bool) -> u64 {
+fn identity(pid: u32, start_ns: u64, locs: &[Loc], end: End) -> u64 {
     let mut words = Vec::with_capacity(locs.len() * 3 + 1);
     for loc in locs {
         match loc {
@@ -154,9 +160,15 @@ fn identity(pid: u32, start_ns: u64, locs: &[Loc], truncated: bool) -> u64 {
             Loc::Vdso(off) => words.extend([2, *off]),
             Loc::Jit(addr, _) => words.extend([3, u64::from(pid), start_ns, *addr]),
             Loc::Unmapped(addr) => words.extend([4, u64::from(pid), start_ns, *addr]),
+            Loc::Signal => words.push(8),
         }
     }
-    words.push(5 + u64::from(truncated));
+    // Whole and truncated stacks keep the identities they had before `DEEPER`.
+    words.push(match end {
+        End::Root => 5,
+        End::Lost => 6,
+        End::Window | End::Depth => 7,
+    });
     stack_hash(&words)
 }
 

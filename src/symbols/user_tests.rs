@@ -3,7 +3,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::model::UNKNOWN;
+use crate::model::{SIGNAL, UNKNOWN};
 
 #[inline(never)]
 fn xtop_symtest_leaf(x: u64) -> u64 {
@@ -25,7 +25,7 @@ fn names_functions_of_this_binary_demangled() {
     let leaf = xtop_symtest_leaf as *const () as u64;
     // A return address just past the caller's first byte: looked up inside it.
     let caller = xtop_symtest_caller as *const () as u64 + 1;
-    let s = u.stack(own(), 1, &[leaf, caller], false);
+    let s = u.stack(own(), 1, &[leaf, caller], End::Root);
     assert_eq!(s.top, 0);
     assert_eq!(s.frames.len(), 2, "{:?}", s.frames);
     assert!(s.frames[0].ends_with("::xtop_symtest_leaf"), "{:?}", s.frames);
@@ -36,22 +36,44 @@ fn names_functions_of_this_binary_demangled() {
         s.frames
     );
     assert!(
-        Arc::ptr_eq(&s, &u.stack(own(), 1, &[leaf, caller], false)),
+        Arc::ptr_eq(&s, &u.stack(own(), 1, &[leaf, caller], End::Root)),
         "cached"
     );
     // Another process (here: start time) running the same code shares the stack.
-    let other = u.stack(own(), 2, &[leaf, caller], false);
+    let other = u.stack(own(), 2, &[leaf, caller], End::Root);
     assert!(Arc::ptr_eq(&s, &other));
-    let t = u.stack(own(), 1, &[leaf, caller], true);
+    let t = u.stack(own(), 1, &[leaf, caller], End::Lost);
     assert_ne!(t.hash, s.hash);
     assert_eq!(t.frames.last().map(|f| &**f), Some(TRUNCATED));
     assert_eq!(t.frames.len(), 3);
+    assert!(t.truncated() && t.cut_short());
+    // Past the window or the frame limit: a gap of another kind, told apart.
+    for end in [End::Window, End::Depth] {
+        let d = u.stack(own(), 1, &[leaf, caller], end);
+        assert_eq!(d.frames.last().map(|f| &**f), Some(DEEPER));
+        assert!(!d.truncated() && d.cut_short());
+        assert!(d.hash != s.hash && d.hash != t.hash);
+    }
+}
+
+#[test]
+fn a_signal_frame_is_named_and_keeps_the_frames_around_it() {
+    let mut u = UserSymbols::new();
+    let leaf = xtop_symtest_leaf as *const () as u64;
+    let caller = xtop_symtest_caller as *const () as u64 + 1;
+    let s = u.stack(own(), 1, &[leaf, SIGNAL_FRAME, caller], End::Root);
+    assert_eq!(s.frames.len(), 3, "{:?}", s.frames);
+    assert_eq!(&*s.frames[1], SIGNAL);
+    assert!(s.frames[0].ends_with("::xtop_symtest_leaf"), "{:?}", s.frames);
+    assert!(s.frames[2].ends_with("::xtop_symtest_caller"), "{:?}", s.frames);
+    let plain = u.stack(own(), 1, &[leaf, caller], End::Root);
+    assert_ne!(s.hash, plain.hash);
 }
 
 #[test]
 fn garbage_addresses_are_unknown() {
     let mut u = UserSymbols::new();
-    let s = u.stack(own(), 3, &[0x10, 0xdead_beef_0000, u64::MAX], false);
+    let s = u.stack(own(), 3, &[0x10, 0xdead_beef_0000, u64::MAX - 1], End::Root);
     assert_eq!(s.frames.len(), 3);
     assert!(s.frames.iter().all(|f| &**f == UNKNOWN), "{:?}", s.frames);
 }
@@ -96,9 +118,9 @@ fn exited_process_still_resolves_and_layout_does_not_matter() {
     let mut u = UserSymbols::new();
     let (a, b) = (Sleeper::spawn("/bin/sleep"), Sleeper::spawn("/bin/sleep"));
     let (pid_a, ip_a, ip_b) = (a.pid(), a.ip(), b.ip());
-    let sa = u.stack(pid_a, 10, &[ip_a], false);
+    let sa = u.stack(pid_a, 10, &[ip_a], End::Root);
     assert!(sa.frames[0].contains("nanosleep"), "{:?}", sa.frames);
-    let sb = u.stack(b.pid(), 11, &[ip_b], false);
+    let sb = u.stack(b.pid(), 11, &[ip_b], End::Root);
     assert!(
         Arc::ptr_eq(&sa, &sb),
         "same code, same stack whatever the addresses"
@@ -111,7 +133,7 @@ fn exited_process_still_resolves_and_layout_does_not_matter() {
     );
     // A stack never seen before, of the exited process: normalized with the
     // maps read while it lived, named from the file on disk.
-    let after = u.stack(pid_a, 10, &[ip_a, ip_a + 1, 0x10], true);
+    let after = u.stack(pid_a, 10, &[ip_a, ip_a + 1, 0x10], End::Lost);
     assert_eq!(after.frames.len(), 4, "{:?}", after.frames);
     assert_eq!(after.frames[0], sa.frames[0]);
     assert!(after.frames[1].contains("nanosleep"), "{:?}", after.frames);
@@ -138,7 +160,7 @@ fn jit_addresses_resolve_through_the_perf_map() {
     let path = format!("/tmp/perf-{}.map", own());
     std::fs::write(&path, format!("{start:x} 100 xtop_jitted_fn\n")).expect("write perf map");
     let mut u = UserSymbols::new();
-    let s = u.stack(own(), 4, &[start + 0x10, start + 0x1001], false);
+    let s = u.stack(own(), 4, &[start + 0x10, start + 0x1001], End::Root);
     let _ = std::fs::remove_file(&path);
     // SAFETY: the mapping made above, no longer used.
     unsafe { libc::munmap(base, LEN) };
@@ -160,7 +182,7 @@ fn vdso_frames_are_named() {
     };
     let addrs: Vec<u64> = (vdso.start..vdso.end).step_by(64).collect();
     let mut u = UserSymbols::new();
-    let s = u.stack(own(), 5, &addrs, false);
+    let s = u.stack(own(), 5, &addrs, End::Root);
     assert!(s.frames.iter().all(|f| &**f != UNKNOWN), "{:?}", s.frames);
     assert!(s.frames.iter().any(|f| f.contains("gettime")), "{:?}", s.frames);
 }

@@ -28,9 +28,10 @@ pub fn lines(live: bool) -> Vec<Line<'static>> {
     for text in [
         "Stacks (s, f): the selection is the highlighted row's group over the window (the thread's",
         "samples in the thread view). Counts are samples; % is of the selection. [no stack]: samples",
-        "without any stack. [truncated]: the user stack unwind stopped early: code with neither CFI",
-        "nor frame pointers, or a stack deeper than the 16 KiB copied (frames above the gap are",
-        "missing, not wrong).",
+        "without any stack. [truncated]: the user stack unwind stopped early, in code with neither",
+        "CFI nor frame pointers. [deeper]: the stack goes on past the 16 KiB and 128 frames xtop",
+        "copies of it. Frames above either gap are missing, not wrong. [signal]: the frames above it",
+        "ran in a signal handler, the ones below were interrupted by the signal.",
     ] {
         out.push(Line::styled(text, note));
     }

@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
-use crate::model::State;
+use crate::model::{State, DEEPER, TRUNCATED};
 use crate::value::{format_local_time, Value};
 
 use super::app::{App, Overlay, PromptKind};
@@ -238,11 +238,21 @@ fn draw_footer(f: &mut Frame, area: Rect, app: &App) {
 }
 
 fn breadcrumb(app: &App) -> Line<'static> {
-    if app.stacks.as_ref().is_some_and(|sv| sv.tree.truncated) {
-        return Line::styled(
-            format!("[truncated]: {}", stack_view::TRUNCATED_HINT),
-            Style::new().fg(Color::DarkGray),
-        );
+    if let Some(sv) = app
+        .stacks
+        .as_ref()
+        .filter(|sv| sv.tree.truncated || sv.tree.deeper)
+    {
+        let gaps = [
+            (sv.tree.truncated, TRUNCATED, stack_view::TRUNCATED_HINT),
+            (sv.tree.deeper, DEEPER, stack_view::DEEPER_HINT),
+        ];
+        let text: Vec<String> = gaps
+            .iter()
+            .filter(|g| g.0)
+            .map(|(_, name, hint)| format!("{name}: {hint}"))
+            .collect();
+        return Line::styled(text.join("  "), Style::new().fg(Color::DarkGray));
     }
     let filters: Vec<String> = app.level.query.filters.iter().map(ToString::to_string).collect();
     let mut spans = vec![Span::styled("filters: ", Style::new().fg(Color::DarkGray))];

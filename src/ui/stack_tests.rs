@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crossterm::event::KeyCode;
 
-use crate::model::{Stack, TRUNCATED};
+use crate::model::{Stack, DEEPER, TRUNCATED};
 
 use super::app::App;
 use super::keys::Mode;
@@ -23,14 +23,20 @@ fn stack(hash: u64, frames: &[&str]) -> Arc<Stack> {
     })
 }
 
-/// A tree with user and kernel frames, a truncated user stack, a stackless
-/// sample and a very long frame name.
+/// A tree with user and kernel frames, a truncated user stack, one deeper
+/// than its copy, a stackless sample and a very long frame name.
 fn mixed_tree() -> StackTree {
     let k = stack(1, &["__schedule", "schedule", "pipe_read", "vfs_read"]);
     let u = stack(2, &["read", "ExecScan", "PostgresMain", "main"]);
     let long = "std::collections::hash::map::HashMap<alloc::string::String, alloc::vec::Vec<u8>>::insert";
     let u2 = stack(3, &[long, "flush", TRUNCATED]);
-    StackTree::build([(Some(&*k), Some(&*u), 6), (None, Some(&*u2), 3), (None, None, 1)])
+    let u3 = stack(4, &["epoll_wait", "plpgsql_exec_function", DEEPER]);
+    StackTree::build([
+        (Some(&*k), Some(&*u), 6),
+        (None, Some(&*u2), 3),
+        (None, Some(&*u3), 2),
+        (None, None, 1),
+    ])
 }
 
 /// The main view's first row (DISK/pread64/postgres) opened with `s`, its
@@ -131,23 +137,24 @@ fn stack_view_screen() {
     key(&mut a, KeyCode::Enter); // main → ... → read, then two children
     key(&mut a, KeyCode::Down);
     assert_screen(
-        &screen(&mut a, 80, 16),
+        &screen(&mut a, 80, 17),
         r#"
 xtop LIVE db1 · 6.8.0 · 2 CPUs · every 1s
-11:59:05–12:00:05 (1m) · 10 samples in 6 snapshots · xtop CPU 0.0% · dropped 0
-stacks of state=DISK syscall=pread64 comm=postgres · 10 samples
+11:59:05–12:00:05 (1m) · 12 samples in 6 snapshots · xtop CPU 0.0% · dropped 0
+stacks of state=DISK syscall=pread64 comm=postgres · 12 samples
  samples     %  call tree (root → leaf, user then kernel [k] frames)
-       6  60.0  ▾ main
-       6  60.0    ▾ PostgresMain
-       6  60.0      ▾ ExecScan
-       6  60.0        ▾ read
-       6  60.0          ▾ vfs_read [k]
-       6  60.0            ▾ pipe_read [k]
-       6  60.0              ▾ schedule [k]
-       6  60.0                  __schedule [k]
-       3  30.0  ▸ [truncated] (unwind stopped: no CFI or frame pointer, or deep…
-       1  10.0    [no stack]
-[truncated]: unwind stopped: no CFI or frame pointer, or deeper than copied
+       6  50.0  ▾ main
+       6  50.0    ▾ PostgresMain
+       6  50.0      ▾ ExecScan
+       6  50.0        ▾ read
+       6  50.0          ▾ vfs_read [k]
+       6  50.0            ▾ pipe_read [k]
+       6  50.0              ▾ schedule [k]
+       6  50.0                  __schedule [k]
+       3  25.0  ▸ [truncated] (unwind failed: no CFI or frame pointer)
+       2  16.7  ▸ [deeper] (the stack goes on past the 16 KiB/128 frames copied)
+       1   8.3    [no stack]
+[truncated]: unwind failed: no CFI or frame pointer  [deeper]: the stack goes on
 ↑/k move Enter/→ open ← close Esc back f folded Space pause [ earlier ] later +
 "#,
     );
@@ -159,6 +166,7 @@ fn stack_view_long_names_and_tiny_screen() {
     let mut a = mixed_view();
     key(&mut a, KeyCode::End);
     key(&mut a, KeyCode::Up);
+    key(&mut a, KeyCode::Up);
     key(&mut a, KeyCode::Enter);
     let out = screen(&mut a, 60, 12);
     let long = out.lines().find(|l| l.contains("std::collections")).unwrap();
@@ -167,14 +175,14 @@ fn stack_view_long_names_and_tiny_screen() {
         &screen(&mut a, 40, 10),
         r#"
 xtop LIVE db1 · 6.8.0 · 2 CPUs · every 1
-11:59:05–12:00:05 (1m) · 10 samples in 6
+11:59:05–12:00:05 (1m) · 12 samples in 6
 stacks of state=DISK syscall=pread64 com
  samples     %  call tree (root → leaf,
-       6  60.0  ▸ main
-       3  30.0  ▾ [truncated] (unwind s…
-       3  30.0    ▾ flush
-       3  30.0        std::collections:…
-[truncated]: unwind stopped: no CFI or f
+       6  50.0  ▸ main
+       3  25.0  ▾ [truncated] (unwind f…
+       3  25.0    ▾ flush
+       3  25.0        std::collections:…
+[truncated]: unwind failed: no CFI or fr
 ↑/k move Enter/→ open ← close Esc back f
 "#,
     );
@@ -224,8 +232,12 @@ fn f_writes_folded_stacks_of_the_selection() {
     let path2 = text.rsplit_once(" to ").unwrap().1.to_string();
     assert_ne!(path, path2, "same-second exports do not overwrite");
     let lines = read_folded(&path2);
-    assert_eq!(lines.iter().map(|(_, n)| n).sum::<u64>(), 10);
+    assert_eq!(lines.iter().map(|(_, n)| n).sum::<u64>(), 12);
     assert!(lines.contains(&("[no stack]".into(), 1)), "{lines:?}");
+    assert!(
+        lines.contains(&("[deeper];plpgsql_exec_function;epoll_wait".into(), 2)),
+        "{lines:?}"
+    );
     assert!(lines.contains(&(
         "main;PostgresMain;ExecScan;read;vfs_read_[k];pipe_read_[k];schedule_[k];__schedule_[k]".into(),
         6
@@ -279,7 +291,7 @@ state┤                                  ···················
       ■ DISK  · not sampled (inactive or absent)
 now DISK pread64(fd=3, buf=0x7ffd0000, count=4096, pos=0) for 1.5ms, syscall #42
 kstack __schedule ← schedule ← [pipe_read] ← vfs_read
-ustack pread64 ← FileRead ← mdread ← [truncated] (unwind stopped: no CFI or frame pointer, or deeper
+ustack pread64 ← FileRead ← mdread ← [truncated] (unwind failed: no CFI or frame pointer)
 all 6 samples of this thread in the window (newest first); other filters apply to export
 time     state syscall sysc_ns_so_far kstack_top ustack_top cpu switch    waker_tid
 12:00:04 DISK  pread64        1500000 pipe_read  pread64      1 voluntary         1

@@ -9,7 +9,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use crate::dimensions::stack::{self, KERNEL_SUFFIX};
-use crate::model::{Stack, TRUNCATED};
+use crate::model::{Stack, DEEPER, TRUNCATED};
 
 /// Node for samples without any stack, so percentages add up to the selection.
 pub const NO_STACK: &str = "[no stack]";
@@ -33,9 +33,14 @@ pub struct Node {
 }
 
 impl Node {
-    /// The gap a user stack walk left (see `model::TRUNCATED`).
+    /// The gap a user stack unwind left when it failed (see `model::TRUNCATED`).
     pub fn truncated(&self) -> bool {
         !self.kernel && &*self.name == TRUNCATED
+    }
+
+    /// The gap of a user stack deeper than what was copied (`model::DEEPER`).
+    pub fn deeper(&self) -> bool {
+        !self.kernel && &*self.name == DEEPER
     }
 
     pub fn no_stack(&self) -> bool {
@@ -53,8 +58,10 @@ impl Node {
 pub struct StackTree {
     /// `nodes[0]` is the root, standing for the whole selection.
     pub nodes: Vec<Node>,
-    /// Whether some user stack was cut short (a `[truncated]` node exists).
+    /// Whether some user stack's unwind failed (a `[truncated]` node exists).
     pub truncated: bool,
+    /// Whether some user stack goes on past its copy (a `[deeper]` node exists).
+    pub deeper: bool,
 }
 
 impl Default for StackTree {
@@ -135,7 +142,12 @@ impl StackTree {
             nodes[i].children = ch;
         }
         let truncated = nodes.iter().any(Node::truncated);
-        StackTree { nodes, truncated }
+        let deeper = nodes.iter().any(Node::deeper);
+        StackTree {
+            nodes,
+            truncated,
+            deeper,
+        }
     }
 
     pub fn total(&self) -> u64 {

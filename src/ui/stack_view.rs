@@ -10,12 +10,24 @@ use ratatui::Frame;
 use super::app::App;
 use super::render::{ellipsize, selected_style, visible_offset};
 use super::stacks::StackView;
+use crate::model::{DEEPER, TRUNCATED};
 
 /// Count and percent columns, with their spacing.
 const NUM_W: usize = 16;
 /// Name width kept visible however deep the frame: indentation stops growing first.
 const MIN_NAME_W: usize = 16;
-pub const TRUNCATED_HINT: &str = "unwind stopped: no CFI or frame pointer, or deeper than copied";
+pub const TRUNCATED_HINT: &str = "unwind failed: no CFI or frame pointer";
+pub const DEEPER_HINT: &str = "the stack goes on past the 16 KiB/128 frames copied";
+
+/// What a user stack's gap frame (`[truncated]`, `[deeper]`) means, shown next
+/// to it; None for any other frame.
+pub fn gap_hint(frame: &str) -> Option<&'static str> {
+    match frame {
+        TRUNCATED => Some(TRUNCATED_HINT),
+        DEEPER => Some(DEEPER_HINT),
+        _ => None,
+    }
+}
 
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let Some(sv) = &app.stacks else { return };
@@ -69,9 +81,9 @@ fn row(sv: &StackView, node: u32, selected: bool, width: usize) -> Line<'static>
         Span::raw(marker),
     ];
     let dim = Style::new().fg(Color::DarkGray);
-    if n.truncated() {
+    if let Some(hint) = gap_hint(&n.name).filter(|_| !n.kernel) {
         spans.push(Span::styled(
-            ellipsize(&format!("{} ({TRUNCATED_HINT})", n.name), name_w),
+            ellipsize(&format!("{} ({hint})", n.name), name_w),
             dim.add_modifier(Modifier::ITALIC),
         ));
     } else if n.no_stack() {

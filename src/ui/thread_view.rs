@@ -8,11 +8,11 @@ use ratatui::widgets::{Cell, Paragraph, Row, Table};
 use ratatui::Frame;
 
 use crate::dimensions;
-use crate::model::{Stack, State, Syscall, TRUNCATED};
+use crate::model::{Stack, State, Syscall};
 
 use super::app::App;
 use super::render::{ellipsize, selected_style, state_color, stretch, visible_offset, AXIS_W};
-use super::stack_view::TRUNCATED_HINT;
+use super::stack_view::gap_hint;
 
 /// Widest sample column; longer values end in an ellipsis.
 const MAX_COL_W: usize = 32;
@@ -43,7 +43,7 @@ pub fn human_ns(ns: u64) -> String {
 }
 
 /// A stack on one line, leaf first (`←` points to callers); the kernel stack's
-/// wchan-like top frame in brackets, a truncated user stack's gap dimmed.
+/// wchan-like top frame in brackets, a user stack's gap dimmed.
 fn stack_line(label: &'static str, stack: Option<&Stack>, kernel: bool) -> Line<'static> {
     let dim = Style::new().fg(Color::DarkGray);
     let mut spans = vec![Span::styled(label, dim)];
@@ -55,9 +55,9 @@ fn stack_line(label: &'static str, stack: Option<&Stack>, kernel: bool) -> Line<
         if i > 0 {
             spans.push(Span::styled(" ← ", dim));
         }
-        if !kernel && &**fr == TRUNCATED {
+        if let Some(hint) = gap_hint(fr).filter(|_| !kernel) {
             spans.push(Span::styled(
-                format!("{fr} ({TRUNCATED_HINT})"),
+                format!("{fr} ({hint})"),
                 dim.add_modifier(Modifier::ITALIC),
             ));
         } else if kernel && i == k.top {

@@ -34,6 +34,11 @@ pub struct Cfi {
     pub debug_frame: Option<Bytes>,
     pub text: Option<Range<u64>>,
     pub got: Option<Range<u64>>,
+    /// Code ranges whose CFI marks them signal trampolines (glibc's
+    /// `__restore_rt`): a handler returns there, and the interrupted code's
+    /// registers are in the signal frame on the stack, which CFI alone cannot
+    /// say how to read.
+    pub sigreturn: Vec<Range<u64>>,
     /// Loadable segments as (file offset, virtual address, file size,
     /// executable): how a mapping's file offset becomes the address the CFI
     /// speaks of.
@@ -71,8 +76,14 @@ impl Cfi {
         if elf.elf_header().e_machine(endian) != NATIVE_MACHINE {
             return None;
         }
+        let eh_frame = section(".eh_frame");
+        let sigreturn = eh_frame
+            .as_ref()
+            .map(|(range, data)| signal_trampolines(range.start, data))
+            .unwrap_or_default();
         Some(Cfi {
-            eh_frame: section(".eh_frame"),
+            sigreturn,
+            eh_frame,
             eh_frame_hdr: section(".eh_frame_hdr"),
             debug_frame: section(".debug_frame").map(|(_, d)| d),
             text: range(".text"),
@@ -104,6 +115,34 @@ impl Cfi {
         let len = |d: &Option<(Range<u64>, Bytes)>| d.as_ref().map_or(0, |(_, b)| b.len());
         len(&self.eh_frame) + len(&self.eh_frame_hdr) + self.debug_frame.as_ref().map_or(0, |d| d.len())
     }
+}
+
+/// The code ranges of `.eh_frame` (at address `svma`) whose entries are
+/// signal trampolines: their CIE's augmentation has 'S'. Few binaries have any
+/// (the C library); for the rest this reads only entry headers.
+fn signal_trampolines(svma: u64, data: &[u8]) -> Vec<Range<u64>> {
+    use gimli::{BaseAddresses, CieOrFde, EhFrame, NativeEndian, UnwindSection};
+    let eh = EhFrame::new(data, NativeEndian);
+    let bases = BaseAddresses::default().set_eh_frame(svma);
+    let mut entries = eh.entries(&bases);
+    let mut signal_cies = Vec::new();
+    let mut out = Vec::new();
+    // A corrupt entry ends the scan: the trampolines found so far stay.
+    while let Ok(Some(entry)) = entries.next() {
+        match entry {
+            CieOrFde::Cie(cie) if cie.is_signal_trampoline() => signal_cies.push(cie.offset()),
+            CieOrFde::Cie(_) => {}
+            CieOrFde::Fde(partial) => {
+                if !signal_cies.contains(&partial.cie_offset().0) {
+                    continue;
+                }
+                if let Ok(fde) = partial.parse(|s, b, o| s.cie_from_offset(b, o)) {
+                    out.push(fde.initial_address()..fde.end_address());
+                }
+            }
+        }
+    }
+    out
 }
 
 /// CFI of every binary seen, by `Binary::key` (build-id), within a byte budget:

@@ -18,30 +18,67 @@ pub mod cfi;
 #[cfg(test)]
 mod tests;
 
+use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use framehop::{Error, ExplicitModuleSectionInfo, Module, Unwinder as _};
+use framehop::{Error, ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder as _};
 
 use cfi::{Bytes, Cfi, CfiTables};
 
 #[cfg(target_arch = "x86_64")]
 mod arch {
-    pub use framehop::x86_64::{CacheX86_64 as Cache, UnwinderX86_64 as Native};
-    pub fn regs(r: &super::Regs) -> framehop::x86_64::UnwindRegsX86_64 {
-        framehop::x86_64::UnwindRegsX86_64::new(r.ip, r.sp, r.fp)
+    pub use framehop::x86_64::{
+        CacheX86_64 as Cache, UnwindRegsX86_64 as UnwindRegs, UnwinderX86_64 as Native,
+    };
+    pub fn regs(r: &super::Regs) -> UnwindRegs {
+        UnwindRegs::new(r.ip, r.sp, r.fp)
+    }
+
+    /// Steps over a signal frame: a handler returned into the trampoline with
+    /// `sp` at the kernel's `ucontext` (its `pretcode` popped), whose machine
+    /// context holds the interrupted code's registers (`struct sigcontext`:
+    /// r8..r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip). Returns the
+    /// interrupted instruction pointer, or the address that could not be read.
+    pub fn sigreturn(
+        regs: &mut UnwindRegs,
+        read: &mut impl FnMut(u64) -> Result<u64, ()>,
+    ) -> Result<u64, u64> {
+        const MCONTEXT: u64 = 40; // uc_flags, uc_link, uc_stack
+        let [bp, sp, ip] = [10u64, 15, 16].map(|reg| {
+            let at = regs.sp().wrapping_add(MCONTEXT + reg * 8);
+            read(at).map_err(|_| at)
+        });
+        let (bp, sp, ip) = (bp?, sp?, ip?);
+        regs.set_bp(bp);
+        regs.set_sp(sp);
+        regs.set_ip(ip);
+        Ok(ip)
     }
 }
 #[cfg(target_arch = "aarch64")]
 mod arch {
-    pub use framehop::aarch64::{CacheAarch64 as Cache, UnwinderAarch64 as Native};
-    pub fn regs(r: &super::Regs) -> framehop::aarch64::UnwindRegsAarch64 {
-        framehop::aarch64::UnwindRegsAarch64::new(r.lr, r.sp, r.fp)
+    pub use framehop::aarch64::{
+        CacheAarch64 as Cache, UnwindRegsAarch64 as UnwindRegs, UnwinderAarch64 as Native,
+    };
+    pub fn regs(r: &super::Regs) -> UnwindRegs {
+        UnwindRegs::new(r.lr, r.sp, r.fp)
+    }
+
+    /// The aarch64 trampoline lives in the vDSO, which has no module here:
+    /// signal frames stay where the unwind stops.
+    pub fn sigreturn(_: &mut UnwindRegs, _: &mut impl FnMut(u64) -> Result<u64, ()>) -> Result<u64, u64> {
+        Err(0)
     }
 }
 
 /// Frames kept at most (the instruction pointer and return addresses).
 pub const MAX_FRAMES: usize = 128;
+
+/// Stands in the unwound addresses for a signal trampoline: the frames above
+/// it ran in a signal handler, the ones below were interrupted by the signal.
+/// No user address is this high.
+pub const SIGNAL_FRAME: u64 = u64::MAX;
 
 /// CFI held for all binaries at most, before the least recently used go.
 pub const CFI_BUDGET: usize = 256 << 20;
@@ -69,7 +106,7 @@ pub struct Window<'a> {
 }
 
 /// How an unwind ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum End {
     /// At the thread's root (`_start`, `clone3`...): the stack is whole.
     Root,
@@ -86,6 +123,9 @@ pub struct Unwound {
     /// Leaf first: the instruction pointer, then return addresses.
     pub addrs: Vec<u64>,
     pub end: End,
+    /// Bytes of the window, from its start, that the unwind read: at the root,
+    /// how much stack this thread's chain takes (what a window must hold).
+    pub reach: u64,
 }
 
 impl Unwound {
@@ -112,6 +152,8 @@ pub struct Mapping {
 pub struct ProcessUnwinder {
     native: arch::Native<Bytes>,
     modules: usize,
+    /// Where this process has signal trampolines (see `Cfi::sigreturn`).
+    sigreturn: Vec<Range<u64>>,
 }
 
 impl ProcessUnwinder {
@@ -120,6 +162,7 @@ impl ProcessUnwinder {
     pub fn new(mappings: &[Mapping], tables: &mut CfiTables) -> Self {
         let mut native = arch::Native::new();
         let mut modules = 0;
+        let mut sigreturn = Vec::new();
         for m in mappings {
             let Some(cfi) = tables.get(m.key, || Cfi::read(&m.source)) else {
                 continue;
@@ -129,13 +172,26 @@ impl ProcessUnwinder {
             };
             native.add_module(module(&cfi, m, bias));
             modules += 1;
+            sigreturn.extend(
+                cfi.sigreturn
+                    .iter()
+                    .map(|r| r.start.wrapping_add(bias)..r.end.wrapping_add(bias)),
+            );
         }
-        ProcessUnwinder { native, modules }
+        ProcessUnwinder {
+            native,
+            modules,
+            sigreturn,
+        }
     }
 
     /// How many mappings have CFI.
     pub fn modules(&self) -> usize {
         self.modules
+    }
+
+    fn is_sigreturn(&self, addr: u64) -> bool {
+        self.sigreturn.iter().any(|r| r.contains(&addr))
     }
 }
 
@@ -185,23 +241,48 @@ impl Unwinder {
     /// The stack of a thread of `proc` stopped at `regs`, read from `window`.
     pub fn unwind(&mut self, proc: &ProcessUnwinder, regs: &Regs, window: Window) -> Unwound {
         let end_of_window = window.start.saturating_add(window.bytes.len() as u64);
+        let mut reach = 0usize;
         let mut read = |addr: u64| -> Result<u64, ()> {
             let off = usize::try_from(addr.checked_sub(window.start).ok_or(())?).map_err(|_| ())?;
             let word = window.bytes.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
+            reach = reach.max(off + 8);
             Ok(u64::from_le_bytes(word.try_into().map_err(|_| ())?))
         };
+        let mut regs = arch::regs(regs);
+        let mut address = FrameAddress::from_instruction_pointer(regs.ip());
         let mut addrs = Vec::with_capacity(32);
-        let mut frames = proc
-            .native
-            .iter_frames(regs.ip, arch::regs(regs), &mut self.cache, &mut read);
+        addrs.push(regs.ip());
+        // framehop's own iterator, plus signal frames: their CFI is an
+        // expression framehop does not evaluate (it would fall back to the
+        // frame pointer and end the stack, wrongly, at the trampoline).
         let end = loop {
-            match frames.next() {
-                Ok(Some(frame)) => {
-                    addrs.push(frame.address());
-                    if addrs.len() == MAX_FRAMES {
-                        break End::Depth;
+            if addrs.len() == MAX_FRAMES {
+                break End::Depth;
+            }
+            let next = match address {
+                FrameAddress::ReturnAddress(ra) if proc.is_sigreturn(ra.get()) => {
+                    match arch::sigreturn(&mut regs, &mut read) {
+                        Ok(ip) => {
+                            *addrs.last_mut().expect("the leaf is first") = SIGNAL_FRAME;
+                            addrs.push(ip);
+                            address = FrameAddress::from_instruction_pointer(ip);
+                            continue;
+                        }
+                        Err(at) => Err(Error::CouldNotReadStack(at)),
                     }
                 }
+                _ => proc
+                    .native
+                    .unwind_frame(address, &mut regs, &mut self.cache, &mut read),
+            };
+            match next {
+                Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
+                    Some(a) => {
+                        addrs.push(ra);
+                        address = a;
+                    }
+                    None => break End::Lost,
+                },
                 Ok(None) => break End::Root,
                 Err(Error::CouldNotReadStack(at))
                     if !window.to_end && at >= window.start && at.saturating_add(8) > end_of_window =>
@@ -211,6 +292,10 @@ impl Unwinder {
                 Err(_) => break End::Lost,
             }
         };
-        Unwound { addrs, end }
+        Unwound {
+            addrs,
+            end,
+            reach: reach as u64,
+        }
     }
 }

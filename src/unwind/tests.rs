@@ -98,6 +98,26 @@ fn a_short_window_says_so_and_keeps_the_frames_it_covered() {
     assert_eq!(u.unwind(&proc, &c.regs, at_end).end, End::Lost);
 }
 
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn reach_is_the_window_a_stack_needs() {
+    let (c, _) = std::thread::spawn(|| caller_one(2)).join().unwrap();
+    let mut u = Unwinder::new();
+    let proc = u.process(&own_mappings());
+    let whole = u.unwind(&proc, &c.regs, c.window(usize::MAX));
+    assert_eq!(whole.end, End::Root);
+    let reach = whole.reach as usize;
+    assert!(
+        reach > 0 && reach <= c.stack.len(),
+        "{reach} of {}",
+        c.stack.len()
+    );
+    // Exactly that much of the stack gives the same whole stack; a word less does not.
+    let just = u.unwind(&proc, &c.regs, c.window(reach));
+    assert_eq!((just.end, &just.addrs), (End::Root, &whole.addrs));
+    assert_eq!(u.unwind(&proc, &c.regs, c.window(reach - 8)).end, End::Window);
+}
+
 #[test]
 fn code_without_cfi_is_walked_by_frame_pointer() {
     // Two frame records {caller's fp, return address}; the outer one's fp is 0.
@@ -212,4 +232,73 @@ fn tables_are_read_once_per_binary_and_held_within_budget() {
         "read again when needed"
     );
     assert_eq!(reads, 4, "each binary read once, libc again after eviction");
+}
+
+#[test]
+fn the_c_librarys_signal_trampoline_is_found_and_no_other_code_is_one() {
+    let (_, libc_path) = libc_base();
+    let libc = Cfi::read(libc_path.as_ref()).unwrap();
+    assert_eq!(libc.sigreturn.len(), 1, "glibc has one: __restore_rt");
+    let exe = Cfi::read(&std::env::current_exe().unwrap()).unwrap();
+    assert!(exe.sigreturn.is_empty(), "{:?}", exe.sigreturn);
+}
+
+#[cfg(target_arch = "x86_64")]
+mod signal {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    static CAUGHT: Mutex<Option<Captured>> = Mutex::new(None);
+
+    #[inline(never)]
+    extern "C" fn xt_on_signal(_: libc::c_int) {
+        // Not async-signal-safe in general, but the signal interrupts only the
+        // pthread_kill below, which holds no lock.
+        let c = capture();
+        *CAUGHT.lock().unwrap() = Some(c);
+    }
+
+    #[inline(never)]
+    fn xt_interrupted(sig: libc::c_int) -> u64 {
+        // SAFETY: a signal to this very thread, whose handler is installed.
+        let rc = unsafe { libc::pthread_kill(libc::pthread_self(), sig) };
+        black_box(rc as u64) + 1
+    }
+
+    #[test]
+    fn a_signal_frame_leads_to_the_interrupted_code_and_on_to_the_root() {
+        // A real-time signal nothing else in the test process uses.
+        let sig = libc::SIGRTMIN() + 7;
+        let c = std::thread::spawn(move || {
+            // SAFETY: installs a plain handler (glibc adds its trampoline).
+            unsafe {
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = xt_on_signal as *const () as usize;
+                assert_eq!(libc::sigaction(sig, &sa, std::ptr::null_mut()), 0);
+            }
+            xt_interrupted(sig);
+            CAUGHT.lock().unwrap().take().expect("the handler ran")
+        })
+        .join()
+        .unwrap();
+        let mut u = Unwinder::new();
+        let proc = u.process(&own_mappings());
+        let got = u.unwind(&proc, &c.regs, c.window(c.stack.len()));
+        assert_eq!(got.end, End::Root, "{got:?}");
+        let at = got
+            .addrs
+            .iter()
+            .position(|&a| a == SIGNAL_FRAME)
+            .expect("a signal frame");
+        let n = names(&got.addrs);
+        assert!(position(&n, "xt_on_signal") < at, "{n:#?}");
+        assert!(at < position(&n, "xt_interrupted"), "{n:#?}");
+        assert!(
+            position(&n, "xt_interrupted") < position(&n, "start_thread"),
+            "{n:#?}"
+        );
+        // One signal, one signal frame.
+        assert_eq!(got.addrs.iter().filter(|&&a| a == SIGNAL_FRAME).count(), 1);
+    }
 }

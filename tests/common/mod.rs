@@ -1,5 +1,6 @@
 #![allow(dead_code)] // each test binary uses part of the helpers
 
+pub mod kid;
 pub mod markers;
 pub mod observe;
 pub mod workload;

@@ -272,6 +272,7 @@ pub fn opts(all: bool) -> SamplerOptions {
 /// The stacks xtop reported for one thread in one pass.
 #[derive(Debug, Clone)]
 pub struct StackObs {
+    pub tid: u32,
     pub state: String,
     pub kstack: Option<Arc<Stack>>,
     pub ustack: Option<Arc<Stack>>,
@@ -317,6 +318,7 @@ pub fn read_stacks(sampler: &Sampler, passes: usize) -> HashMap<String, Vec<Stac
                 .entry(s.ident.comm.to_string())
                 .or_default()
                 .push(StackObs {
+                    tid: s.ident.tid,
                     state: s.state.to_string(),
                     kstack: s.kstack,
                     ustack: s.ustack,

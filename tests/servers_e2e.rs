@@ -1,0 +1,429 @@
+//! End to end: real servers, as packaged, in their usual waits. A PostgreSQL
+//! cluster of the test's own (a temporary data directory, a Unix socket and no
+//! TCP port) and a JVM: every process's user stack, unwound from the stack
+//! window with CFI, reaches its root, through signal frames where the server
+//! started a child from a signal handler; a stack deeper than the window says
+//! `[deeper]`. Needs root, and PostgreSQL and a JDK (`.ci/run` installs them).
+#![cfg(target_arch = "x86_64")]
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::kid::Kid;
+use common::observe::*;
+use xtop::model::{DEEPER, SIGNAL};
+use xtop::sampler::SamplerOptions;
+
+/// A tool the test needs: in CI its absence fails the test (`.ci/run`
+/// installs it), elsewhere it skips it.
+fn need<T>(what: &str, found: Option<T>) -> Option<T> {
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{what} is missing; .ci/run installs it"
+        );
+        eprintln!("skipped: {what} is missing");
+    }
+    found
+}
+
+/// The newest installed PostgreSQL: its major version and bin directory.
+fn postgres_bin() -> Option<(u32, PathBuf)> {
+    std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .flatten()
+        .filter_map(|e| Some((e.file_name().to_str()?.parse::<u32>().ok()?, e.path().join("bin"))))
+        .filter(|(_, b)| b.join("postgres").exists() && b.join("initdb").exists())
+        .max()
+}
+
+/// uid and gid of the `postgres` account (PostgreSQL refuses to run as root).
+fn postgres_account() -> Option<(u32, u32)> {
+    let name = std::ffi::CString::new("postgres").unwrap();
+    // SAFETY: getpwnam returns null or a pointer to a static record, read at once.
+    let pw = unsafe { libc::getpwnam(name.as_ptr()) };
+    // SAFETY: checked non-null just before.
+    (!pw.is_null()).then(|| unsafe { ((*pw).pw_uid, (*pw).pw_gid) })
+}
+
+/// A private directory under /tmp, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str, owner: (u32, u32)) -> TempDir {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let dir = std::env::temp_dir().join(format!("xtop-{tag}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir(&dir).expect("a fresh temp dir");
+        std::os::unix::fs::chown(&dir, Some(owner.0), Some(owner.1)).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A PostgreSQL cluster of this test's own, and its clients. Dropping it ends
+/// the clients, then the server (an immediate shutdown), then the directory.
+struct Cluster {
+    version: u32,
+    clients: Vec<Kid>,
+    server: Option<Kid>,
+    bin: PathBuf,
+    account: (u32, u32),
+    dir: TempDir,
+}
+
+impl Cluster {
+    fn start() -> Option<Cluster> {
+        let (version, bin) = need("PostgreSQL", postgres_bin())?;
+        let account = need("the postgres account", postgres_account())?;
+        let dir = TempDir::new("pg", account);
+        let data = dir.0.join("data");
+        let out = Command::new(bin.join("initdb"))
+            .args(["-N", "-A", "trust", "-U", "postgres", "-D"])
+            .arg(&data)
+            .uid(account.0)
+            .gid(account.1)
+            .output()
+            .expect("run initdb");
+        assert!(
+            out.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let server = Kid::spawn(
+            Command::new(bin.join("postgres"))
+                .arg("-D")
+                .arg(&data)
+                .arg("-k")
+                .arg(&dir.0)
+                .args([
+                    "-c",
+                    "listen_addresses=",
+                    "-c",
+                    "shared_buffers=16MB",
+                    "-c",
+                    "fsync=off",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .uid(account.0)
+                .gid(account.1),
+        );
+        let c = Cluster {
+            version,
+            clients: Vec::new(),
+            server: Some(server),
+            bin,
+            account,
+            dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !c.dir.0.join(".s.PGSQL.5432").exists() {
+            assert!(Instant::now() < deadline, "postgres did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(c)
+    }
+
+    fn psql(&self) -> Command {
+        let mut cmd = Command::new(self.bin.join("psql"));
+        cmd.arg("-h")
+            .arg(&self.dir.0)
+            .args(["-U", "postgres", "-X", "-q", "-v", "ON_ERROR_STOP=1"])
+            .stdout(Stdio::null())
+            .uid(self.account.0)
+            .gid(self.account.1);
+        cmd
+    }
+
+    /// Runs `sql` to completion.
+    fn run(&self, sql: &str) {
+        let out = self
+            .psql()
+            .args(["-c", sql])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A client session left running: `sql` sent on its standard input, which
+    /// stays open (an empty `sql` leaves the session idle).
+    fn session(&mut self, sql: &str) {
+        let mut kid = Kid::spawn(&mut self.psql());
+        let stdin = kid.0.stdin.as_mut().unwrap();
+        stdin.write_all(sql.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+        self.clients.push(kid);
+    }
+
+    /// The postmaster and every process it started.
+    fn pids(&self) -> Vec<u32> {
+        let pm = self.server.as_ref().unwrap().pid();
+        let mut pids = vec![pm];
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            // The parent pid is the second field after the parenthesized comm.
+            let ppid = stat
+                .rsplit_once(") ")
+                .and_then(|(_, rest)| rest.split(' ').nth(1)?.parse::<u32>().ok());
+            if ppid == Some(pm) {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.clients.clear();
+        if let Some(server) = self.server.take() {
+            let pid = server.pid() as libc::pid_t;
+            if pid > 1 {
+                // SAFETY: our own child, not yet reaped: SIGQUIT asks it for an
+                // immediate shutdown, which ends its children too.
+                unsafe { libc::kill(pid, libc::SIGQUIT) };
+            }
+            let mut server = server;
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline && matches!(server.0.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+fn show(obs: &[StackObs]) -> String {
+    obs.iter()
+        .map(|o| format!("{} {} u={:?}\n", o.tid, o.state, o.uframes()))
+        .collect()
+}
+
+/// Whether `chain` (leaf first) appears in order in a stack that reaches `root`.
+fn whole_with(o: &StackObs, chain: &[&str], root: &str) -> bool {
+    let u = o.uframes();
+    let mut at = 0;
+    let in_order = chain
+        .iter()
+        .all(|f| match u[at..].iter().position(|x| x.contains(f)) {
+            Some(i) => {
+                at += i + 1;
+                true
+            }
+            None => false,
+        });
+    let whole = o.ustack.as_ref().is_some_and(|s| !s.cut_short());
+    in_order && whole && u.last().is_some_and(|f| f.contains(root))
+}
+
+/// A stack a test waits to see: its name, and the test on a stack.
+type Wanted<'a> = (&'a str, &'a dyn Fn(&StackObs) -> bool);
+
+/// Samples the processes `pids` until each of `wanted` (a name, a test on a
+/// stack) is seen, or 30 s pass; returns what was seen, sleeping, by tid.
+fn sample_until(pids: Vec<u32>, wanted: &[Wanted]) -> Vec<StackObs> {
+    let sampler = start_sampler(SamplerOptions { pids, ..opts(true) });
+    let mut seen: Vec<StackObs> = Vec::new();
+    let mut missing: Vec<&str> = wanted.iter().map(|w| w.0).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !missing.is_empty() && Instant::now() < deadline {
+        let by = read_stacks(&sampler, 1);
+        let fresh: Vec<StackObs> = by
+            .into_values()
+            .flatten()
+            .filter(|o| o.state == "SLEEP")
+            .collect();
+        missing.retain(|name| {
+            let test = wanted.iter().find(|w| w.0 == *name).unwrap().1;
+            !fresh.iter().any(test)
+        });
+        seen = fresh;
+    }
+    // Two passes more, everything settled: every sleeper is judged.
+    let by = read_stacks(&sampler, 2);
+    sampler.stop().unwrap();
+    assert!(missing.is_empty(), "never seen: {missing:?} in\n{}", show(&seen));
+    by.into_values()
+        .flatten()
+        .filter(|o| o.state == "SLEEP")
+        .collect()
+}
+
+#[test]
+fn postgresql_processes_reach_their_roots_in_their_usual_waits() {
+    let Some(_serial) = live_bpf() else { return };
+    let Some(mut pg) = Cluster::start() else { return };
+    pg.run(
+        "create table t(x int); insert into t select generate_series(1, 1000);
+         create function nest(n int) returns int language plpgsql as $$
+         begin
+           if n = 0 then perform pg_sleep(600); return 0; end if;
+           return nest(n - 1) + 1;
+         end $$;",
+    );
+    pg.session(""); // idle: waits for its client's next query
+    pg.session("select pg_sleep(600);\n");
+    pg.session("begin; lock table t; select pg_sleep(600);\n");
+    std::thread::sleep(Duration::from_millis(300));
+    pg.session("select count(*) from t;\n"); // waits for the lock above
+    pg.session("select nest(1);\n"); // two PL/pgSQL calls deep: within the window
+    pg.session("select nest(12);\n"); // thirteen: deeper than the window
+    std::thread::sleep(Duration::from_millis(500));
+
+    let root = "_start";
+    let main = ["PostgresMain", "PostmasterMain", "main", "__libc_start_main"];
+    let chain =
+        |leaf: &'static [&'static str]| -> Vec<&'static str> { leaf.iter().chain(&main).copied().collect() };
+    let idle = chain(&["epoll_wait", "WaitEventSetWait", "secure_read"]);
+    let sleep = chain(&["epoll_wait", "WaitLatch", "pg_sleep", "standard_ExecutorRun"]);
+    let lock = chain(&["epoll_wait", "WaitLatch", "LockRelationOid"]);
+    let nested = chain(&["pg_sleep", "plpgsql_call_handler", "plpgsql_call_handler"]);
+    // Up to PostgreSQL 15 the postmaster starts it from its signal handler:
+    // below the handler, the postmaster's own loop.
+    let walwriter: &[&str] = if pg.version < 16 {
+        &["WalWriterMain", SIGNAL, "PostmasterMain", "main"]
+    } else {
+        &["WalWriterMain", "PostmasterMain", "main"]
+    };
+    let wanted: [Wanted; 7] = [
+        ("idle backend", &|o| whole_with(o, &idle, root)),
+        ("pg_sleep", &|o| whole_with(o, &sleep, root)),
+        ("lock wait", &|o| whole_with(o, &lock, root)),
+        ("nested PL/pgSQL", &|o| whole_with(o, &nested, root)),
+        ("walwriter", &|o| whole_with(o, walwriter, root)),
+        ("checkpointer", &|o| {
+            whole_with(o, &["CheckpointerMain", "PostmasterMain"], root)
+        }),
+        ("deep PL/pgSQL", &|o| {
+            let u = o.uframes();
+            u.last().is_some_and(|f| &**f == DEEPER)
+                && u.iter().filter(|f| f.contains("plpgsql_call_handler")).count() >= 4
+        }),
+    ];
+    let sleepers = sample_until(pg.pids(), &wanted);
+    // Every sleeping PostgreSQL process, whatever it waits for, is whole, but
+    // for the thirteen-deep one, which says it is deeper.
+    let deep: HashSet<u32> = sleepers
+        .iter()
+        .filter(|o| wanted[6].1(o))
+        .map(|o| o.tid)
+        .collect();
+    let bad: Vec<StackObs> = sleepers
+        .iter()
+        .filter(|o| !deep.contains(&o.tid) && o.ustack.as_ref().is_none_or(|s| s.cut_short()))
+        .cloned()
+        .collect();
+    assert!(bad.is_empty(), "cut short:\n{}", show(&bad));
+    assert!(sleepers.len() >= 10, "{}", show(&sleepers));
+}
+
+const JAVA_SOURCE: &str = r#"
+public class XtSleep {
+    static void leaf(int n) throws Exception {
+        if (n == 0) Thread.sleep(600000); else leaf(n - 1);
+    }
+    static Thread start(String name, int depth) {
+        Thread t = new Thread(() -> { try { leaf(depth); } catch (Exception e) {} }, name);
+        t.start();
+        return t;
+    }
+    public static void main(String[] a) throws Exception {
+        start("xt-deep", 200);
+        start("xt-sleeper", 5).join();
+    }
+}
+"#;
+
+fn which(tool: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+}
+
+#[test]
+fn jvm_threads_reach_their_roots_through_interpreted_java() {
+    let Some(_serial) = live_bpf() else { return };
+    let Some(javac) = need("javac (a JDK)", which("javac")) else {
+        return;
+    };
+    let dir = TempDir::new("jvm", (0, 0));
+    std::fs::write(dir.0.join("XtSleep.java"), JAVA_SOURCE).unwrap();
+    let out = Command::new(javac)
+        .arg("XtSleep.java")
+        .current_dir(&dir.0)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "javac: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let java = javac_sibling("java");
+    let jvm = Kid::spawn(
+        Command::new(java)
+            .args(["-Xint", "-cp"])
+            .arg(&dir.0)
+            .arg("XtSleep"),
+    );
+    jvm.wait_sleeping("xt-sleeper");
+    jvm.wait_sleeping("xt-deep");
+    let by: HashMap<String, Vec<StackObs>> = sample_stacks(
+        SamplerOptions {
+            pids: vec![jvm.pid()],
+            ..opts(true)
+        },
+        3,
+    );
+    // Interpreted Java frames have no CFI (they are walked by frame pointer);
+    // the JVM's own C++ frames around them have.
+    let sleeper = by.get("xt-sleeper").cloned().unwrap_or_default();
+    assert!(!sleeper.is_empty(), "xt-sleeper not reported");
+    let chain = [
+        "JVM_Sleep",
+        "JavaCalls::call_helper",
+        "thread_native_entry",
+        "start_thread",
+    ];
+    assert!(
+        sleeper.iter().all(|o| whole_with(o, &chain, "clone")),
+        "{}",
+        show(&sleeper)
+    );
+    let deep = by.get("xt-deep").cloned().unwrap_or_default();
+    assert!(!deep.is_empty(), "xt-deep not reported");
+    assert!(
+        deep.iter()
+            .all(|o| o.uframes().last().is_some_and(|f| &**f == DEEPER)),
+        "{}",
+        show(&deep)
+    );
+}
+
+/// `tool` from the JDK that `javac` belongs to.
+fn javac_sibling(tool: &str) -> PathBuf {
+    let javac = std::fs::canonicalize(which("javac").unwrap()).unwrap();
+    javac
+        .parent()
+        .map_or_else(|| Path::new(tool).to_path_buf(), |d| d.join(tool))
+}
