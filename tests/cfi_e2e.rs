@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::kid::Kid;
+use common::kid::{run_ok, Kid};
 use common::observe::*;
 use xtop::sampler::{SamplerOptions, Unwind};
 
@@ -81,18 +81,7 @@ fn build(name: &str, ext: &str, source: &str, cmd: &str, args: &[&str]) -> PathB
     let src = tmp().join(format!("{name}.{ext}"));
     let exe = tmp().join(name);
     std::fs::write(&src, source).unwrap();
-    let out = Command::new(cmd)
-        .args(args)
-        .arg("-o")
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_ok(Command::new(cmd).args(args).arg("-o").arg(&exe).arg(&src), cmd);
     exe
 }
 
@@ -120,26 +109,11 @@ fn show(obs: &[StackObs]) -> String {
 /// root (named `root`: the root of a stripped binary has no name).
 fn assert_chain_to_root(obs: &[StackObs], chain: &[&str], root: &str) {
     assert!(!obs.is_empty(), "thread not reported");
-    for o in obs {
-        let u = o.uframes();
-        let at: Vec<Option<usize>> = chain
-            .iter()
-            .map(|f| u.iter().position(|x| x.contains(f)))
-            .collect();
-        assert!(at.iter().all(Option::is_some), "{chain:?} in {}", show(obs));
-        assert!(
-            at.windows(2).all(|w| w[0] < w[1]),
-            "{chain:?} out of order: {}",
-            show(obs)
-        );
-        let s = o.ustack.as_ref().unwrap();
-        assert!(!s.cut_short(), "not at the root: {}", show(obs));
-        assert!(
-            u.last().is_some_and(|f| f.contains(root)),
-            "root {root}: {}",
-            show(obs)
-        );
-    }
+    assert!(
+        obs.iter().all(|o| o.whole_through(chain, root)),
+        "{chain:?} in order, whole, to {root}: {}",
+        show(obs)
+    );
 }
 
 #[test]

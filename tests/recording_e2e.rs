@@ -8,20 +8,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use common::kid::run_ok;
 use common::observe::*;
 use xtop::aggregation::aggregate;
 use xtop::dimensions::parse_list;
 use xtop::output::write_table;
 
 fn xtop(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_xtop"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "xtop {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        Command::new(env!("CARGO_BIN_EXE_xtop")).args(args),
+        &format!("xtop {args:?}"),
     );
     String::from_utf8(out.stdout).unwrap()
 }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::kid::Kid;
+use common::kid::{run_ok, Kid};
 use common::observe::*;
 use xtop::model::{DEEPER, SIGNAL};
 use xtop::sampler::SamplerOptions;
@@ -91,17 +91,13 @@ impl Cluster {
         let account = need("the postgres account", postgres_account())?;
         let dir = TempDir::new("pg", account);
         let data = dir.0.join("data");
-        let out = Command::new(bin.join("initdb"))
-            .args(["-N", "-A", "trust", "-U", "postgres", "-D"])
-            .arg(&data)
-            .uid(account.0)
-            .gid(account.1)
-            .output()
-            .expect("run initdb");
-        assert!(
-            out.status.success(),
-            "initdb: {}",
-            String::from_utf8_lossy(&out.stderr)
+        run_ok(
+            Command::new(bin.join("initdb"))
+                .args(["-N", "-A", "trust", "-U", "postgres", "-D"])
+                .arg(&data)
+                .uid(account.0)
+                .gid(account.1),
+            "initdb",
         );
         let server = Kid::spawn(
             Command::new(bin.join("postgres"))
@@ -151,17 +147,7 @@ impl Cluster {
 
     /// Runs `sql` to completion.
     fn run(&self, sql: &str) {
-        let out = self
-            .psql()
-            .args(["-c", sql])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{sql}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        run_ok(self.psql().args(["-c", sql]).stdin(Stdio::null()), sql);
     }
 
     /// A client session left running: `sql` sent on its standard input, which
@@ -218,23 +204,6 @@ fn show(obs: &[StackObs]) -> String {
     obs.iter()
         .map(|o| format!("{} {} u={:?}\n", o.tid, o.state, o.uframes()))
         .collect()
-}
-
-/// Whether `chain` (leaf first) appears in order in a stack that reaches `root`.
-fn whole_with(o: &StackObs, chain: &[&str], root: &str) -> bool {
-    let u = o.uframes();
-    let mut at = 0;
-    let in_order = chain
-        .iter()
-        .all(|f| match u[at..].iter().position(|x| x.contains(f)) {
-            Some(i) => {
-                at += i + 1;
-                true
-            }
-            None => false,
-        });
-    let whole = o.ustack.as_ref().is_some_and(|s| !s.cut_short());
-    in_order && whole && u.last().is_some_and(|f| f.contains(root))
 }
 
 /// A stack a test waits to see: its name, and the test on a stack.
@@ -307,13 +276,13 @@ fn postgresql_processes_reach_their_roots_in_their_usual_waits() {
         &["WalWriterMain", "PostmasterMain", "main"]
     };
     let wanted: [Wanted; 7] = [
-        ("idle backend", &|o| whole_with(o, &idle, root)),
-        ("pg_sleep", &|o| whole_with(o, &sleep, root)),
-        ("lock wait", &|o| whole_with(o, &lock, root)),
-        ("nested PL/pgSQL", &|o| whole_with(o, &nested, root)),
-        ("walwriter", &|o| whole_with(o, walwriter, root)),
+        ("idle backend", &|o| o.whole_through(&idle, root)),
+        ("pg_sleep", &|o| o.whole_through(&sleep, root)),
+        ("lock wait", &|o| o.whole_through(&lock, root)),
+        ("nested PL/pgSQL", &|o| o.whole_through(&nested, root)),
+        ("walwriter", &|o| o.whole_through(walwriter, root)),
         ("checkpointer", &|o| {
-            whole_with(o, &["CheckpointerMain", "PostmasterMain"], root)
+            o.whole_through(&["CheckpointerMain", "PostmasterMain"], root)
         }),
         ("deep PL/pgSQL", &|o| {
             let u = o.uframes();
@@ -369,17 +338,11 @@ fn jvm_threads_reach_their_roots_through_interpreted_java() {
     };
     let dir = TempDir::new("jvm", (0, 0));
     std::fs::write(dir.0.join("XtSleep.java"), JAVA_SOURCE).unwrap();
-    let out = Command::new(javac)
-        .arg("XtSleep.java")
-        .current_dir(&dir.0)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "javac: {}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        Command::new(&javac).arg("XtSleep.java").current_dir(&dir.0),
+        "javac",
     );
-    let java = javac_sibling("java");
+    let java = jdk_tool(&javac, "java");
     let jvm = Kid::spawn(
         Command::new(java)
             .args(["-Xint", "-cp"])
@@ -406,7 +369,7 @@ fn jvm_threads_reach_their_roots_through_interpreted_java() {
         "start_thread",
     ];
     assert!(
-        sleeper.iter().all(|o| whole_with(o, &chain, "clone")),
+        sleeper.iter().all(|o| o.whole_through(&chain, "clone")),
         "{}",
         show(&sleeper)
     );
@@ -421,8 +384,8 @@ fn jvm_threads_reach_their_roots_through_interpreted_java() {
 }
 
 /// `tool` from the JDK that `javac` belongs to.
-fn javac_sibling(tool: &str) -> PathBuf {
-    let javac = std::fs::canonicalize(which("javac").unwrap()).unwrap();
+fn jdk_tool(javac: &Path, tool: &str) -> PathBuf {
+    let javac = std::fs::canonicalize(javac).unwrap();
     javac
         .parent()
         .map_or_else(|| Path::new(tool).to_path_buf(), |d| d.join(tool))

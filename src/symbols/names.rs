@@ -31,6 +31,7 @@ pub struct Names {
     /// Our own vDSO (start, end): the kernel gives every process the same one.
     own_vdso: Option<(u64, u64)>,
     unknown: Frames,
+    signal: Frames,
 }
 
 impl Names {
@@ -47,6 +48,7 @@ impl Names {
             cache: Bounded::new(MAX_CACHED),
             own_vdso,
             unknown: Arc::new([Arc::from(UNKNOWN)]),
+            signal: Arc::new([Arc::from(SIGNAL)]),
         }
     }
 
@@ -103,7 +105,7 @@ impl Names {
             Loc::Vdso(off) => (VDSO_KEY, *off),
             Loc::Jit(_, Some(name)) => return Arc::new([name.clone()]),
             Loc::Jit(_, None) | Loc::Unmapped(_) => return self.unknown.clone(),
-            Loc::Signal => return Arc::new([SIGNAL.into()]),
+            Loc::Signal => return self.signal.clone(),
         };
         if let Some(f) = fresh.get(&key).cloned().or_else(|| self.cache.get(&key)) {
             return f;

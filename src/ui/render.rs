@@ -243,14 +243,10 @@ fn breadcrumb(app: &App) -> Line<'static> {
         .as_ref()
         .filter(|sv| sv.tree.truncated || sv.tree.deeper)
     {
-        let gaps = [
-            (sv.tree.truncated, TRUNCATED, stack_view::TRUNCATED_HINT),
-            (sv.tree.deeper, DEEPER, stack_view::DEEPER_HINT),
-        ];
-        let text: Vec<String> = gaps
-            .iter()
+        let text: Vec<String> = [(sv.tree.truncated, TRUNCATED), (sv.tree.deeper, DEEPER)]
+            .into_iter()
             .filter(|g| g.0)
-            .map(|(_, name, hint)| format!("{name}: {hint}"))
+            .filter_map(|(_, gap)| Some(format!("{gap}: {}", stack_view::gap_hint(gap)?)))
             .collect();
         return Line::styled(text.join("  "), Style::new().fg(Color::DarkGray));
     }

@@ -1,8 +1,20 @@
 //! Child processes a test starts and always ends: killed with everything they
 //! started, and reaped, when dropped (even when the test panics).
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+/// Runs `cmd` to its end; panics, with its stderr, if it fails. `what` names
+/// it in the message.
+pub fn run_ok(cmd: &mut Command, what: &str) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
 
 /// A child process in a process group of its own (it and anything it starts),
 /// killed and reaped when this is dropped.

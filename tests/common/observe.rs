@@ -296,6 +296,19 @@ impl StackObs {
     pub fn user_has(&self, name: &str) -> bool {
         self.uframes().iter().any(|f| &**f == name)
     }
+
+    /// Whether the user stack is whole, ends at a frame containing `root`, and
+    /// has frames containing each of `chain` (leaf first) in that order.
+    pub fn whole_through(&self, chain: &[&str], root: &str) -> bool {
+        let u = self.uframes();
+        let mut at = 0;
+        let in_order = chain.iter().all(|f| {
+            let found = u[at..].iter().position(|x| x.contains(f));
+            found.inspect(|i| at += i + 1).is_some()
+        });
+        let whole = self.ustack.as_ref().is_some_and(|s| !s.cut_short());
+        in_order && whole && u.last().is_some_and(|f| f.contains(root))
+    }
 }
 
 pub fn sample_stacks(opts: SamplerOptions, passes: usize) -> HashMap<String, Vec<StackObs>> {
