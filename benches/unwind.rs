@@ -6,7 +6,7 @@
 //! 1. a stack whose rules are cached (the steady state), 10 and 100 frames deep;
 //! 2. a process seen for the first time, its binaries known (module list built);
 //! 3. a binary never seen: its CFI read (first-stack latency), and the bytes
-//!    held for it (the tables' memory);
+//!    held for it (the tables' memory); the same for the vDSO;
 //! 4. the tables of a PostgreSQL server: postgres and every library it links.
 
 use std::hint::black_box;
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use xtop::symbols::UserSymbols;
 use xtop::unwind::capture::{capture, Captured};
 use xtop::unwind::cfi::Cfi;
-use xtop::unwind::{End, Unwinder};
+use xtop::unwind::{vdso, End, Source, Unwinder};
 
 /// The stack `depth` frames below here, captured at the bottom.
 #[inline(never)]
@@ -89,10 +89,10 @@ fn main() {
         t.as_nanos() as f64 / 1e6
     );
 
-    let libc = mappings
-        .iter()
-        .find(|m| m.source.to_string_lossy().contains("libc.so"))
-        .map(|m| m.source.clone());
+    let libc = mappings.iter().find_map(|m| match &m.source {
+        Source::File(p) if p.to_string_lossy().contains("libc.so") => Some(p.clone()),
+        _ => None,
+    });
     let postgres = std::fs::read_dir("/usr/lib/postgresql")
         .ok()
         .and_then(|mut d| d.next())
@@ -123,6 +123,19 @@ fn main() {
             t.as_nanos() as f64 / 1e6,
             cfi.size() / 1024
         );
+    }
+    match vdso::own_cfi() {
+        Some(cfi) => {
+            let t = time_per(9, 3, || {
+                black_box(vdso::own_cfi());
+            });
+            let kib = cfi.size() as f64 / 1024.0;
+            println!(
+                "    the vDSO (from memory): {:.3} ms, {kib:.1} KiB",
+                t.as_nanos() as f64 / 1e6
+            );
+        }
+        None => println!("    the vDSO: none, or no CFI"),
     }
 
     if let Some(pg) = std::fs::read_dir("/usr/lib/postgresql")

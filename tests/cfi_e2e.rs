@@ -76,6 +76,40 @@ fn main() {
 }
 "#;
 
+/// Threads reading the clock in a loop, more of them than CPUs: some always
+/// wait in the run queue, preempted as often as not inside the vDSO.
+const VDSO_SOURCE: &str = r#"
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+#define KEEP __attribute__((noinline))
+KEEP long xt_v_leaf(long x) {
+    struct timespec ts;
+    for (int i = 0; i < 1000; i++) {
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        x += ts.tv_nsec;
+    }
+    return x;
+}
+KEEP long xt_v_mid(long x) {
+    for (;;)
+        x = xt_v_leaf(x) ^ 3;
+    return x;
+}
+static void *run(void *a) {
+    pthread_setname_np(pthread_self(), "xt_vdso");
+    return (void *)xt_v_mid((long)a);
+}
+int main(void) {
+    pthread_t t;
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t, 0, run, 0);
+    sleep(60); /* ends by itself, spinners and all */
+    return 0;
+}
+"#;
+
 /// Builds `source` with `cmd` + `args` into the test's temp dir, once per name.
 fn build(name: &str, ext: &str, source: &str, cmd: &str, args: &[&str]) -> PathBuf {
     let src = tmp().join(format!("{name}.{ext}"));
@@ -93,9 +127,9 @@ fn sampler_opts(pid: u32, unwind: Unwind) -> SamplerOptions {
     }
 }
 
-/// The user stacks of thread `comm` over a few passes.
-fn stacks_of(pid: u32, comm: &str, unwind: Unwind) -> Vec<StackObs> {
-    let by = sample_stacks(sampler_opts(pid, unwind), 3);
+/// The user stacks of thread `comm` over `passes` passes.
+fn stacks_of(pid: u32, comm: &str, unwind: Unwind, passes: usize) -> Vec<StackObs> {
+    let by = sample_stacks(sampler_opts(pid, unwind), passes);
     by.get(comm).cloned().unwrap_or_default()
 }
 
@@ -127,11 +161,11 @@ fn c_without_frame_pointers_blocked_in_glibc_has_its_whole_chain() {
         let exe = build(name, "c", C_SOURCE, "cc", &["-O2", "-g0", fp, "-pthread"]);
         let kid = Kid::spawn(&mut Command::new(&exe));
         kid.wait_sleeping("xt_cfi_c");
-        let obs = stacks_of(kid.pid(), "xt_cfi_c", Unwind::Cfi);
+        let obs = stacks_of(kid.pid(), "xt_cfi_c", Unwind::Cfi, 3);
         assert_chain_to_root(&obs, &chain, "clone");
         if fp == "-fomit-frame-pointer" {
             // Frame pointers alone lose this stack: the CFI above is what found it.
-            let fp_only = stacks_of(kid.pid(), "xt_cfi_c", Unwind::Fp);
+            let fp_only = stacks_of(kid.pid(), "xt_cfi_c", Unwind::Fp, 3);
             assert!(!fp_only.is_empty());
             assert!(
                 fp_only
@@ -157,7 +191,7 @@ fn rust_without_frame_pointers_blocked_in_a_read_has_its_whole_chain() {
     );
     let kid = Kid::spawn(&mut Command::new(&exe));
     kid.wait_sleeping("xt_cfi_rs");
-    let obs = stacks_of(kid.pid(), "xt_cfi_rs", Unwind::Cfi);
+    let obs = stacks_of(kid.pid(), "xt_cfi_rs", Unwind::Cfi, 3);
     assert_chain_to_root(
         &obs,
         &["read", "xt_rs_leaf", "xt_rs_mid", "xt_rs_top", "start_thread"],
@@ -170,7 +204,7 @@ fn distro_python3_sleeping_reaches_its_root() {
     let Some(_serial) = live_bpf() else { return };
     let kid = Kid::spawn(Command::new("/usr/bin/python3").args(["-c", "import time; time.sleep(3600)"]));
     kid.wait_sleeping("python3");
-    let obs = stacks_of(kid.pid(), "python3", Unwind::Cfi);
+    let obs = stacks_of(kid.pid(), "python3", Unwind::Cfi, 3);
     // Debian's python3 is stripped to its exported symbols: static functions
     // (time_sleep, pymain_*) show as [unknown], but every frame is there.
     assert_chain_to_root(
@@ -225,5 +259,39 @@ fn distro_dd_in_direct_reads_reaches_its_root() {
         &disk,
         &["read", "__libc_start_call_main", "__libc_start_main"],
         "dd+0x",
+    );
+}
+
+#[test]
+fn threads_preempted_in_the_vdso_reach_their_root() {
+    let Some(_serial) = live_bpf() else { return };
+    let exe = build(
+        "cfi-vdso",
+        "c",
+        VDSO_SOURCE,
+        "cc",
+        &["-O2", "-g0", "-fomit-frame-pointer", "-pthread"],
+    );
+    let kid = Kid::spawn(&mut Command::new(&exe));
+    let obs: Vec<StackObs> = stacks_of(kid.pid(), "xt_vdso", Unwind::Cfi, 20)
+        .into_iter()
+        // A thread that got a CPU while its stack was copied has none this
+        // pass (rather than a mixed one).
+        .filter(|o| o.state == "RUNQ" && o.ustack.is_some())
+        .collect();
+    drop(kid);
+    assert_chain_to_root(&obs, &["xt_v_leaf", "xt_v_mid", "start_thread"], "clone");
+    // A leaf in the vDSO shows as its clock_gettime called from the C library's.
+    let in_vdso = |o: &&StackObs| {
+        o.uframes()
+            .iter()
+            .take_while(|f| &***f == "clock_gettime")
+            .count()
+            == 2
+    };
+    assert!(
+        obs.iter().any(|o| in_vdso(&o)),
+        "no thread caught in the vDSO: {}",
+        show(&obs)
     );
 }

@@ -1,6 +1,9 @@
 //! Parsing `/proc/PID/maps`: the executable mappings are what user stack
 //! addresses fall into.
 
+use std::ops::Range;
+use std::sync::OnceLock;
+
 /// One executable mapping.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MapLine {
@@ -23,6 +26,20 @@ pub enum MapKind {
     Anon,
     /// `[vsyscall]` and other pseudo mappings nothing can name.
     Other,
+}
+
+/// Where this process has its vDSO. The kernel maps the same image into every
+/// process of an architecture, so ours names and unwinds theirs.
+pub fn own_vdso() -> Option<Range<u64>> {
+    static OWN: OnceLock<Option<Range<u64>>> = OnceLock::new();
+    OWN.get_or_init(|| {
+        let text = std::fs::read_to_string("/proc/self/maps").ok()?;
+        parse(&text)
+            .into_iter()
+            .find(|m| m.kind == MapKind::Vdso)
+            .map(|m| m.start..m.end)
+    })
+    .clone()
 }
 
 /// The executable mappings of `text` (the contents of a maps file), in order.

@@ -13,6 +13,7 @@ mod process;
 mod user;
 
 pub use kernel::KernelSymbols;
+pub use maps::own_vdso;
 pub use user::UserSymbols;
 
 /// Caches are dropped past this many entries: bounded memory on odd workloads.

@@ -11,7 +11,7 @@ use blazesym::Pid;
 
 use super::binary::Binary;
 use super::cache::Bounded;
-use super::maps::{self, MapKind};
+use super::maps;
 use super::process::Loc;
 use super::MAX_CACHED;
 use crate::model::{SIGNAL, UNKNOWN};
@@ -19,8 +19,8 @@ use crate::model::{SIGNAL, UNKNOWN};
 /// Frames for one address: inlined callees first, the containing function last.
 pub type Frames = Arc<[Arc<str>]>;
 
-/// Cache key of vDSO offsets, next to binary keys (64-bit hashes: a clash is negligible).
-const VDSO_KEY: u64 = u64::MAX;
+/// Cache key of vDSO offsets, next to binary keys: the one the unwinder uses.
+use crate::unwind::vdso::KEY as VDSO_KEY;
 /// blazesym keeps every ELF it opened; start afresh past this many files.
 const MAX_FILES: usize = 512;
 
@@ -36,12 +36,7 @@ pub struct Names {
 
 impl Names {
     pub fn new() -> Self {
-        let own_vdso = std::fs::read_to_string("/proc/self/maps").ok().and_then(|t| {
-            maps::parse(&t)
-                .into_iter()
-                .find(|m| m.kind == MapKind::Vdso)
-                .map(|m| (m.start, m.end))
-        });
+        let own_vdso = maps::own_vdso().map(|r| (r.start, r.end));
         Names {
             symbolizer: Symbolizer::new(),
             files: HashSet::new(),

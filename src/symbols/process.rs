@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::binary::{Binaries, Binary};
 use super::maps::{self, MapKind};
 use super::perf_map::PerfMap;
-use crate::unwind::{End, ProcessUnwinder, Regs, Unwinder, Unwound, Window};
+use crate::unwind::{self, End, ProcessUnwinder, Regs, Unwinder, Unwound, Window};
 
 /// Where an address is, independent of where the process happened to map it.
 #[derive(Clone, Debug)]
@@ -127,19 +127,21 @@ impl Process {
         self.exe.is_some() && exe_id(self.pid).is_some_and(|e| Some(e) != self.exe)
     }
 
-    /// The executable file mappings, for the unwinder: each binary to be read
-    /// from a file that is still the one mapped (see `Binary::source`).
-    pub fn unwind_mappings(&self) -> Vec<crate::unwind::Mapping> {
+    /// The executable mappings with CFI, for the unwinder: each binary to be
+    /// read from a file that is still the one mapped (see `Binary::source`),
+    /// and the vDSO.
+    pub fn unwind_mappings(&self) -> Vec<unwind::Mapping> {
         self.maps
             .iter()
             .filter_map(|m| match &m.region {
-                Region::File { bin, mapped } => Some(crate::unwind::Mapping {
+                Region::File { bin, mapped } => Some(unwind::Mapping {
                     start: m.start,
                     end: m.end,
                     offset: m.offset,
                     key: bin.key,
-                    source: bin.source(mapped)?,
+                    source: unwind::Source::File(bin.source(mapped)?),
                 }),
+                Region::Vdso => unwind::vdso::mapping(m.start, m.end),
                 _ => None,
             })
             .collect()

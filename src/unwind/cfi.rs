@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader};
-use object::{Object, ObjectSection, ReadCache};
+use object::{Object, ObjectSection, ReadCache, ReadRef};
 
 #[cfg(target_arch = "x86_64")]
 const NATIVE_MACHINE: u16 = object::elf::EM_X86_64;
@@ -49,8 +49,16 @@ impl Cfi {
     /// Reads the CFI of the ELF file at `path`. None if it is not a 64-bit
     /// little-endian ELF or cannot be read.
     pub fn read(path: &Path) -> Option<Cfi> {
-        let cache = ReadCache::new(File::open(path).ok()?);
-        let elf = ElfFile64::<object::LittleEndian, _>::parse(&cache).ok()?;
+        Cfi::parse(&ReadCache::new(File::open(path).ok()?))
+    }
+
+    /// The CFI of an ELF image already in memory (the vDSO's).
+    pub fn from_image(image: &[u8]) -> Option<Cfi> {
+        Cfi::parse(image)
+    }
+
+    fn parse<'d, R: ReadRef<'d>>(data: R) -> Option<Cfi> {
+        let elf = ElfFile64::<object::LittleEndian, _>::parse(data).ok()?;
         let section = |name: &str| {
             let s = elf.section_by_name(name)?;
             let range = s.address()..s.address() + s.size();

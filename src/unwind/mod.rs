@@ -17,6 +17,7 @@ pub mod capture;
 pub mod cfi;
 #[cfg(test)]
 mod tests;
+pub mod vdso;
 
 use std::ops::Range;
 use std::path::PathBuf;
@@ -65,8 +66,8 @@ mod arch {
         UnwindRegs::new(r.lr, r.sp, r.fp)
     }
 
-    /// The aarch64 trampoline lives in the vDSO, which has no module here:
-    /// signal frames stay where the unwind stops.
+    /// The aarch64 trampoline lives in the vDSO; its signal frame is not
+    /// read yet, so the unwind stops there (as lost).
     pub fn sigreturn(_: &mut UnwindRegs, _: &mut impl FnMut(u64) -> Result<u64, ()>) -> Result<u64, u64> {
         Err(0)
     }
@@ -142,10 +143,27 @@ pub struct Mapping {
     pub end: u64,
     /// File offset of `start`.
     pub offset: u64,
-    /// The binary's identity (`Binary::key`): CFI is read once per key.
+    /// The binary's identity (`Binary::key`, `vdso::KEY`): CFI is read once per key.
     pub key: u64,
-    /// Where to read the binary (a path, or a `map_files` link).
-    pub source: PathBuf,
+    pub source: Source,
+}
+
+/// Where a mapping's CFI is read from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A file: a path, or a `map_files` link.
+    File(PathBuf),
+    /// The vDSO, read from xtop's own.
+    Vdso,
+}
+
+impl Source {
+    fn read(&self) -> Option<Cfi> {
+        match self {
+            Source::File(path) => Cfi::read(path),
+            Source::Vdso => vdso::own_cfi(),
+        }
+    }
 }
 
 /// The modules of one process: which CFI covers which address.
@@ -164,7 +182,7 @@ impl ProcessUnwinder {
         let mut modules = 0;
         let mut sigreturn = Vec::new();
         for m in mappings {
-            let Some(cfi) = tables.get(m.key, || Cfi::read(&m.source)) else {
+            let Some(cfi) = tables.get(m.key, || m.source.read()) else {
                 continue;
             };
             let Some(bias) = cfi.bias(m.start, m.offset) else {
@@ -209,7 +227,11 @@ fn module(cfi: &Arc<Cfi>, m: &Mapping, bias: u64) -> Module<Bytes> {
         debug_frame: cfi.debug_frame.clone(),
         ..Default::default()
     };
-    Module::new(m.source.display().to_string(), m.start..m.end, bias, info)
+    let name = match &m.source {
+        Source::File(path) => path.display().to_string(),
+        Source::Vdso => "[vdso]".to_string(),
+    };
+    Module::new(name, m.start..m.end, bias, info)
 }
 
 /// Unwinds stacks of any process; owns the CFI of every binary seen.

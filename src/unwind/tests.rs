@@ -195,11 +195,14 @@ fn a_mappings_bias_is_where_the_loader_put_the_binary() {
     let (libc_base, libc_path) = libc_base();
     for (path, base) in [(exe, exe_base), (libc_path.into(), libc_base)] {
         let path: std::path::PathBuf = path;
-        let m = own_mappings()
-            .into_iter()
-            .find(|m| std::fs::canonicalize(&m.source).ok() == std::fs::canonicalize(&path).ok())
-            .unwrap_or_else(|| panic!("{path:?} mapped executable"));
-        let cfi = Cfi::read(&m.source).expect("CFI");
+        let m = own_mappings().into_iter().find_map(|m| match &m.source {
+            Source::File(p) if std::fs::canonicalize(p).ok() == std::fs::canonicalize(&path).ok() => {
+                Some((m.clone(), p.clone()))
+            }
+            _ => None,
+        });
+        let (m, source) = m.unwrap_or_else(|| panic!("{path:?} mapped executable"));
+        let cfi = Cfi::read(&source).expect("CFI");
         assert!(cfi.eh_frame.is_some() && cfi.eh_frame_hdr.is_some());
         assert_eq!(cfi.bias(m.start, m.offset), Some(base), "{path:?}");
     }
@@ -301,4 +304,83 @@ mod signal {
         // One signal, one signal frame.
         assert_eq!(got.addrs.iter().filter(|&&a| a == SIGNAL_FRAME).count(), 1);
     }
+}
+
+/// The vDSO function `name`'s first instruction, in this process.
+#[cfg(target_arch = "x86_64")]
+fn vdso_entry(name: &str) -> u64 {
+    use object::{Object, ObjectSymbol};
+    let image = vdso::own_image().expect("the kernel maps a vDSO");
+    let elf = object::File::parse(&image[..]).expect("the vDSO is an ELF image");
+    let sym = elf
+        .dynamic_symbols()
+        .find(|s| s.name() == Ok(name))
+        .unwrap_or_else(|| panic!("{name} in the vDSO"));
+    // The vDSO is linked at 0 and mapped whole from its start.
+    crate::symbols::own_vdso().unwrap().start + sym.address()
+}
+
+/// A thread preempted at the first instruction of a vDSO function (a clock
+/// read, in a busy server): its return address is at the stack pointer, and
+/// the frame pointer is still its caller's.
+#[cfg(target_arch = "x86_64")]
+fn preempted_entering_the_vdso(c: &Captured) -> (Regs, Vec<u8>) {
+    let regs = Regs {
+        ip: vdso_entry("__vdso_clock_gettime"),
+        sp: c.regs.sp - 8,
+        ..c.regs
+    };
+    // The caller is `capture`, at the point where it took its registers.
+    let mut stack = c.regs.ip.to_le_bytes().to_vec();
+    stack.extend_from_slice(&c.stack);
+    (regs, stack)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_thread_in_the_vdso_unwinds_through_its_cfi_to_its_caller() {
+    let (c, _) = std::thread::spawn(|| caller_one(3)).join().unwrap();
+    let (regs, stack) = preempted_entering_the_vdso(&c);
+    let window = Window {
+        start: regs.sp,
+        bytes: &stack,
+        to_end: true,
+    };
+    let mut u = Unwinder::new();
+    let mappings = own_mappings();
+    let vdso = mappings
+        .iter()
+        .find(|m| m.source == Source::Vdso)
+        .expect("the vDSO is among the unwinder's mappings");
+    assert_eq!(vdso.key, vdso::KEY);
+    let proc = u.process(&mappings);
+    let got = u.unwind(&proc, &regs, window);
+    let caller = u.unwind(&proc, &c.regs, c.window(usize::MAX));
+    assert_eq!(caller.end, End::Root);
+    // The vDSO frame, then exactly the caller's own stack.
+    assert_eq!(got.end, End::Root, "{:#?}", names(&got.addrs));
+    assert_eq!(got.addrs[0], regs.ip);
+    assert_eq!(got.addrs[1..], caller.addrs[..]);
+    // Without the vDSO's CFI the frame-pointer rule skips the caller.
+    let without: Vec<Mapping> = mappings
+        .iter()
+        .filter(|m| m.source != Source::Vdso)
+        .cloned()
+        .collect();
+    let proc = u.process(&without);
+    let blind = u.unwind(&proc, &regs, window);
+    assert!(!blind.addrs.contains(&c.regs.ip), "{:#?}", names(&blind.addrs));
+}
+
+#[test]
+fn a_process_with_another_vdso_image_gets_no_vdso_cfi() {
+    let own = crate::symbols::own_vdso().expect("the kernel maps a vDSO");
+    let len = own.end - own.start;
+    let m = vdso::mapping(0x7f00_0000_0000, 0x7f00_0000_0000 + len).expect("the same image");
+    assert_eq!((m.offset, m.key, m.source), (0, vdso::KEY, Source::Vdso));
+    // A 32-bit process's vDSO is another image, of another size.
+    assert!(vdso::mapping(0xf7f0_0000, 0xf7f0_0000 + len + 0x1000).is_none());
+    let cfi = vdso::own_cfi().expect("the vDSO has CFI");
+    assert!(cfi.eh_frame.is_some() && cfi.eh_frame_hdr.is_some());
+    assert_eq!(cfi.bias(own.start, 0), Some(own.start), "linked at 0");
 }
