@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use xtop::symbols::UserSymbols;
 use xtop::unwind::capture::{capture, Captured};
 use xtop::unwind::cfi::Cfi;
-use xtop::unwind::{vdso, End, Source, Unwinder};
+use xtop::unwind::{vdso, End, Unwinder};
 
 /// The stack `depth` frames below here, captured at the bottom.
 #[inline(never)]
@@ -89,10 +89,11 @@ fn main() {
         t.as_nanos() as f64 / 1e6
     );
 
-    let libc = mappings.iter().find_map(|m| match &m.source {
-        Source::File(p) if p.to_string_lossy().contains("libc.so") => Some(p.clone()),
-        _ => None,
-    });
+    let libc = mappings
+        .iter()
+        .filter_map(|m| m.source.path())
+        .find(|p| p.to_string_lossy().contains("libc.so"))
+        .map(Path::to_path_buf);
     let postgres = std::fs::read_dir("/usr/lib/postgresql")
         .ok()
         .and_then(|mut d| d.next())

@@ -15,12 +15,12 @@ use super::maps;
 use super::process::Loc;
 use super::MAX_CACHED;
 use crate::model::{SIGNAL, UNKNOWN};
+// vDSO offsets are cached next to binary keys under the unwinder's key for it.
+use crate::unwind::vdso::KEY as VDSO_KEY;
 
 /// Frames for one address: inlined callees first, the containing function last.
 pub type Frames = Arc<[Arc<str>]>;
 
-/// Cache key of vDSO offsets, next to binary keys: the one the unwinder uses.
-use crate::unwind::vdso::KEY as VDSO_KEY;
 /// blazesym keeps every ELF it opened; start afresh past this many files.
 const MAX_FILES: usize = 512;
 
@@ -28,20 +28,16 @@ pub struct Names {
     symbolizer: Symbolizer,
     files: HashSet<PathBuf>,
     cache: Bounded<(u64, u64), Frames>,
-    /// Our own vDSO (start, end): the kernel gives every process the same one.
-    own_vdso: Option<(u64, u64)>,
     unknown: Frames,
     signal: Frames,
 }
 
 impl Names {
     pub fn new() -> Self {
-        let own_vdso = maps::own_vdso().map(|r| (r.start, r.end));
         Names {
             symbolizer: Symbolizer::new(),
             files: HashSet::new(),
             cache: Bounded::new(MAX_CACHED),
-            own_vdso,
             unknown: Arc::new([Arc::from(UNKNOWN)]),
             signal: Arc::new([Arc::from(SIGNAL)]),
         }
@@ -76,8 +72,13 @@ impl Names {
                 }
             }
         }
-        if let (Some((start, end)), false) = (self.own_vdso, vdso.is_empty()) {
-            let addrs: Vec<u64> = vdso.iter().map(|o| start + o).filter(|a| *a < end).collect();
+        // Our own vDSO names theirs: the kernel gives every process the same one.
+        if let (Some(own), false) = (maps::own_vdso(), vdso.is_empty()) {
+            let addrs: Vec<u64> = vdso
+                .iter()
+                .map(|o| own.start + o)
+                .filter(|a| *a < own.end)
+                .collect();
             if addrs.len() == vdso.len() {
                 let src = Source::Process(Process::new(Pid::Slf));
                 if let Some(names) = self.symbolize(PathBuf::from("[vdso]"), &src, Input::AbsAddr(&addrs)) {

@@ -158,6 +158,14 @@ pub enum Source {
 }
 
 impl Source {
+    /// The file, if it is one.
+    pub fn path(&self) -> Option<&std::path::Path> {
+        match self {
+            Source::File(path) => Some(path),
+            Source::Vdso => None,
+        }
+    }
+
     fn read(&self) -> Option<Cfi> {
         match self {
             Source::File(path) => Cfi::read(path),
@@ -227,10 +235,10 @@ fn module(cfi: &Arc<Cfi>, m: &Mapping, bias: u64) -> Module<Bytes> {
         debug_frame: cfi.debug_frame.clone(),
         ..Default::default()
     };
-    let name = match &m.source {
-        Source::File(path) => path.display().to_string(),
-        Source::Vdso => "[vdso]".to_string(),
-    };
+    let name = m
+        .source
+        .path()
+        .map_or("[vdso]".into(), |p| p.display().to_string());
     Module::new(name, m.start..m.end, bias, info)
 }
 

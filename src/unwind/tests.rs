@@ -195,14 +195,12 @@ fn a_mappings_bias_is_where_the_loader_put_the_binary() {
     let (libc_base, libc_path) = libc_base();
     for (path, base) in [(exe, exe_base), (libc_path.into(), libc_base)] {
         let path: std::path::PathBuf = path;
-        let m = own_mappings().into_iter().find_map(|m| match &m.source {
-            Source::File(p) if std::fs::canonicalize(p).ok() == std::fs::canonicalize(&path).ok() => {
-                Some((m.clone(), p.clone()))
-            }
-            _ => None,
-        });
-        let (m, source) = m.unwrap_or_else(|| panic!("{path:?} mapped executable"));
-        let cfi = Cfi::read(&source).expect("CFI");
+        let same = |p: &std::path::Path| std::fs::canonicalize(p).ok() == std::fs::canonicalize(&path).ok();
+        let m = own_mappings()
+            .into_iter()
+            .find(|m| m.source.path().is_some_and(same))
+            .unwrap_or_else(|| panic!("{path:?} mapped executable"));
+        let cfi = Cfi::read(m.source.path().unwrap()).expect("CFI");
         assert!(cfi.eh_frame.is_some() && cfi.eh_frame_hdr.is_some());
         assert_eq!(cfi.bias(m.start, m.offset), Some(base), "{path:?}");
     }
