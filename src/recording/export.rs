@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use super::cmd::{time_window, ExportArgs, ExportFormat, Selection};
 use super::report::{filtered, quiet_broken_pipe, warn_all};
@@ -23,40 +23,82 @@ pub fn run_export(args: ExportArgs) -> Result<()> {
         // `&mut w`: the shared writers take a sized `impl Write`.
         ExportFormat::Csv => to_file(out, |mut w| {
             output::write_csv_header(&mut w)?;
-            snaps
-                .into_iter()
-                .try_for_each(|s| output::write_csv_rows(&mut w, &s))
+            for s in snaps {
+                output::write_csv_rows(&mut w, &s?)?;
+            }
+            Ok(())
         })?,
         ExportFormat::Json => to_file(out, |mut w| {
-            snaps
-                .into_iter()
-                .try_for_each(|s| output::write_json_rows(&mut w, &s))
+            for s in snaps {
+                output::write_json_rows(&mut w, &s?)?;
+            }
+            Ok(())
         })?,
-        ExportFormat::Folded => to_file(out, |w| write_folded(w, snaps))?,
+        ExportFormat::Folded => to_file(out, |w| {
+            let mut failed = None;
+            let snaps = snaps.map_while(|s| s.map_err(|e| failed = Some(e)).ok());
+            write_folded(w, snaps)?;
+            failed.map_or(Ok(()), Err)
+        })?,
     }
     warn_all(&merged.warnings());
     Ok(())
 }
 
-/// The filtered snapshots inside `--from/--to`, lazily.
-fn window<'a>(merged: &'a mut Merged, sel: &'a Selection) -> Result<impl Iterator<Item = Snapshot> + 'a> {
-    let mut it = merged.peekable();
-    let start = it.peek().map_or(0, |s| s.time_ns);
+/// The filtered snapshots inside `--from/--to`, lazily; a file that breaks a
+/// limit ends them with its error, so no export of it is published.
+fn window<'a>(
+    merged: &'a mut Merged,
+    sel: &'a Selection,
+) -> Result<impl Iterator<Item = Result<Snapshot>> + 'a> {
+    let first = merged.next();
+    if let Some(e) = merged.take_error() {
+        return Err(e);
+    }
+    let start = first.as_ref().map_or(0, |s| s.time_ns);
     let (from, to) = time_window(sel, start)?;
-    Ok(it
-        .filter(move |s| s.time_ns >= from && s.time_ns < to)
-        .map(move |s| filtered(&s, sel)))
+    let mut done = false;
+    let rest = std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        match merged.next() {
+            Some(s) => Some(Ok(s)),
+            None => {
+                done = true;
+                merged.take_error().map(Err)
+            }
+        }
+    });
+    Ok(first
+        .into_iter()
+        .map(Ok)
+        .chain(rest)
+        .filter_map(move |s| match s {
+            Ok(s) if s.time_ns >= from && s.time_ns < to => Some(Ok(filtered(&s, sel))),
+            Ok(_) => None,
+            Err(e) => Some(Err(e)),
+        }))
 }
 
-/// Writes to OUT (mode 0600: samples carry command lines) or stdout for `-`.
-fn to_file(path: &Path, body: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<()> {
-    let ctx = || format!("writing {}", path.display());
+/// Writes to OUT (mode 0600: samples carry command lines) or stdout for `-`;
+/// a failed body (a write, or a recording that broke a limit) publishes nothing.
+fn to_file(path: &Path, body: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+    // Write errors name the output; read errors already name their file.
+    let ctx = |e: anyhow::Error| {
+        if e.is::<io::Error>() {
+            e.context(format!("writing {}", path.display()))
+        } else {
+            e
+        }
+    };
     if path.as_os_str() == "-" {
         let mut out = io::stdout().lock();
-        return quiet_broken_pipe(body(&mut out).and_then(|()| out.flush()).with_context(ctx));
+        let r = body(&mut out).and_then(|()| Ok(out.flush()?));
+        return quiet_broken_pipe(r.map_err(ctx));
     }
     let mut w = crate::atomic_file::AtomicFile::create(path)?;
-    body(&mut w).with_context(ctx)?;
+    body(&mut w).map_err(ctx)?;
     w.commit()
 }
 

@@ -10,10 +10,11 @@
 //! for the next SYNC that starts an intact frame, so one flipped byte costs
 //! one frame, not the rest of the file.
 
-use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 
 use anyhow::{bail, Result};
 
+use super::limits::{corrupt, is_corrupt, raw_cap, MAX_RAW, WRITER_RATIO};
 use super::varint::{In, Out};
 
 /// PNG-style: a non-ASCII byte and CR/LF catch text-mode mangling early.
@@ -81,7 +82,15 @@ impl FrameEncoder {
         })
     }
 
-    pub fn frame(&mut self, kind: u8, payload: &[u8]) -> Result<Vec<u8>> {
+    /// One frame holding `payload`, which decodes to at most `cost` bytes of
+    /// memory; refuses what no reader would accept.
+    pub fn frame(&mut self, kind: u8, payload: &[u8], cost: u64) -> Result<Vec<u8>> {
+        if payload.len() > MAX_RAW {
+            bail!(
+                "{} bytes of snapshot data are more than one recording frame may hold ({MAX_RAW})",
+                payload.len()
+            );
+        }
         let mut body = Out::default();
         body.u8(kind);
         let packed = if payload.len() > 64 {
@@ -90,7 +99,13 @@ impl FrameEncoder {
             None
         };
         match packed {
-            Some(z) if z.len() + 4 < payload.len() => {
+            // Compressed only where a reader's bomb checks let it expand again:
+            // to its raw size, and to the memory it decodes to.
+            Some(z)
+                if z.len() + 4 < payload.len()
+                    && payload.len() <= raw_cap(z.len())
+                    && cost <= WRITER_RATIO * (HEAD_LEN + z.len()) as u64 =>
+            {
                 body.u8(CODEC_ZSTD);
                 body.uv(payload.len() as u64);
                 body.buf.extend_from_slice(&z);
@@ -99,6 +114,12 @@ impl FrameEncoder {
                 body.u8(CODEC_RAW);
                 body.buf.extend_from_slice(payload);
             }
+        }
+        if body.buf.len() > MAX_FRAME {
+            bail!(
+                "{} bytes of snapshot data do not compress into one recording frame",
+                payload.len()
+            );
         }
         let len = (body.buf.len() as u32).to_le_bytes();
         let mut crc = crc32fast::Hasher::new();
@@ -119,12 +140,18 @@ pub struct Frame {
     pub payload: Vec<u8>,
 }
 
-/// Streams intact frames; damage becomes a warning, never an error or a hang.
+/// Streams intact frames; damage becomes a warning, never a hang. An intact
+/// frame that breaks a limit (`limits`) is an error: it was made, not damaged.
 pub struct FrameReader<R: Read + Seek> {
     r: BufReader<R>,
     pos: u64,
     end: u64,
     zstd: zstd::bulk::Decompressor<'static>,
+    /// Bytes read as candidate frames (to check their CRC), and the most a
+    /// search for intact frames after damage may read: a file full of false
+    /// frame starts would otherwise cost time quadratic in its size.
+    checked: u64,
+    check_limit: u64,
     pub warnings: Vec<String>,
 }
 
@@ -144,6 +171,8 @@ impl<R: Read + Seek> FrameReader<R> {
                 pos: HEADER_LEN as u64,
                 end,
                 zstd,
+                checked: 0,
+                check_limit: end.saturating_mul(4).saturating_add(256 << 20),
                 warnings: Vec::new(),
             },
             version,
@@ -155,24 +184,34 @@ impl<R: Read + Seek> FrameReader<R> {
         self.pos
     }
 
-    pub fn next_frame(&mut self) -> Option<Frame> {
+    /// The next intact frame, None at the end; an error only for a frame that
+    /// is intact but breaks a limit ("corrupt at byte N: ...").
+    pub fn next_frame(&mut self) -> Result<Option<Frame>> {
         if self.pos >= self.end {
-            return None;
+            return Ok(None);
         }
         let start = self.pos;
-        if let Ok(f) = self.frame_here() {
-            return Some(f);
+        if let Some(f) = self.checked_frame_here()? {
+            return Ok(Some(f));
         }
         // Damaged: look for the next intact frame, one byte further each time.
         let mut at = start + 1;
         while let Some(cand) = self.find_sync(at) {
+            if self.checked > self.check_limit {
+                self.warnings.push(format!(
+                    "damaged data from byte {start} on skipped: too many false frame starts to search ({} bytes)",
+                    self.end - start
+                ));
+                self.pos = self.end;
+                return Ok(None);
+            }
             if self.seek(cand).is_ok() {
-                if let Ok(f) = self.frame_here() {
+                if let Some(f) = self.checked_frame_here()? {
                     self.warnings.push(format!(
                         "corrupt data at byte {start}: skipped {} bytes to the next intact frame",
                         cand - start
                     ));
-                    return Some(f);
+                    return Ok(Some(f));
                 }
             }
             at = cand + 1;
@@ -182,13 +221,27 @@ impl<R: Read + Seek> FrameReader<R> {
             self.end - start
         ));
         self.pos = self.end;
-        None
+        Ok(None)
     }
 
+    /// Moves to `pos`, keeping what is buffered when `pos` is inside it: the
+    /// search after damage tries every "XTfr" in turn, and must not reread a
+    /// buffer for each.
     fn seek(&mut self, pos: u64) -> io::Result<()> {
-        self.r.seek(SeekFrom::Start(pos))?;
+        let cur = self.r.stream_position()?;
+        self.r.seek_relative(pos as i64 - cur as i64)?;
         self.pos = pos;
         Ok(())
+    }
+
+    /// The frame here if intact; None if damaged; an error if it breaks a limit.
+    fn checked_frame_here(&mut self) -> Result<Option<Frame>> {
+        let offset = self.pos;
+        match self.frame_here() {
+            Ok(f) => Ok(Some(f)),
+            Err(e) if is_corrupt(&e) => Err(corrupt(format!("corrupt at byte {offset}: {e:#}"))),
+            Err(_) => Ok(None),
+        }
     }
 
     /// Parses the frame at `self.pos` (the reader is positioned there).
@@ -205,6 +258,7 @@ impl<R: Read + Seek> FrameReader<R> {
         if !(2..=MAX_FRAME).contains(&len) || offset + (HEAD_LEN + len) as u64 > self.end {
             bail!("bad frame length");
         }
+        self.checked += len as u64;
         let mut body = vec![0; len];
         self.r.read_exact(&mut body)?;
         let mut h = crc32fast::Hasher::new();
@@ -213,22 +267,11 @@ impl<R: Read + Seek> FrameReader<R> {
         if h.finalize() != crc {
             bail!("checksum mismatch");
         }
+        // Intact from here on: whatever is wrong was written so.
         let payload = match body[1] {
             CODEC_RAW => body[2..].to_vec(),
-            CODEC_ZSTD => {
-                let mut i = In::new(&body[2..]);
-                let raw = i.uv()? as usize;
-                if raw > MAX_FRAME * 8 {
-                    bail!("frame too large");
-                }
-                let z = &body[body.len() - i.remaining()..];
-                let p = self.zstd.decompress(z, raw)?;
-                if p.len() != raw {
-                    bail!("frame size mismatch");
-                }
-                p
-            }
-            c => bail!("unknown codec {c}"),
+            CODEC_ZSTD => self.unpack(&body[2..])?,
+            c => return Err(corrupt(format!("unknown codec {c}"))),
         };
         self.pos = offset + (HEAD_LEN + len) as u64;
         Ok(Frame {
@@ -238,26 +281,56 @@ impl<R: Read + Seek> FrameReader<R> {
         })
     }
 
-    /// Offset of the next SYNC at or after `from`.
+    /// Decompresses a payload into at most the size it declares, which must
+    /// itself be within `raw_cap`: a zstd bomb stops there.
+    fn unpack(&mut self, packed: &[u8]) -> Result<Vec<u8>> {
+        let mut i = In::new(packed);
+        let raw = i.uv()?;
+        let z = &packed[packed.len() - i.remaining()..];
+        let cap = raw_cap(z.len());
+        if raw > cap as u64 {
+            return Err(corrupt(format!(
+                "a {}-byte frame declares {raw} bytes once decompressed (at most {cap} allowed)",
+                z.len()
+            )));
+        }
+        let p = self.zstd.decompress(z, raw as usize).map_err(|e| {
+            corrupt(format!(
+                "frame does not decompress to its declared {raw} bytes: {e}"
+            ))
+        })?;
+        if p.len() as u64 != raw {
+            return Err(corrupt(format!(
+                "frame decompresses to {} bytes, not its declared {raw}",
+                p.len()
+            )));
+        }
+        Ok(p)
+    }
+
+    /// Offset of the next SYNC at or after `from`, scanning the buffer in place.
     fn find_sync(&mut self, from: u64) -> Option<u64> {
         self.seek(from).ok()?;
         let mut window = [0u8; 4];
         let mut pos = from;
         let mut filled = 0;
-        let mut buf = [0u8; 64 << 10];
         loop {
-            let n = self.r.read(&mut buf).ok()?;
-            if n == 0 {
+            let buf = self.r.fill_buf().ok()?;
+            if buf.is_empty() {
                 return None;
             }
-            for &b in &buf[..n] {
+            let n = buf.len();
+            for (k, &b) in buf.iter().enumerate() {
                 window = [window[1], window[2], window[3], b];
                 filled += 1;
-                pos += 1;
                 if filled >= 4 && window == SYNC {
-                    return Some(pos - 4);
+                    self.r.consume(k + 1);
+                    self.pos = pos + k as u64 + 1;
+                    return Some(self.pos - 4);
                 }
             }
+            self.r.consume(n);
+            pos += n as u64;
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod cmd;
 mod codec;
 mod export;
 mod frame;
+mod limits;
 mod reader;
 mod record;
 mod report;
@@ -43,10 +44,13 @@ pub struct Recording {
 }
 
 /// Reads and merges recordings. Damaged parts become warnings; a file that is
-/// not a readable recording at all is an error naming it.
+/// not a readable recording at all, or breaks a limit (`limits`), is an error naming it.
 pub fn read_files(paths: &[PathBuf]) -> Result<Recording> {
     let mut merged = Merged::open(paths)?;
     let mut snapshots: Vec<Snapshot> = merged.by_ref().collect();
+    if let Some(e) = merged.take_error() {
+        return Err(e);
+    }
     let mut warnings = merged.warnings();
     // Files are each in order, but one written across a clock step may not be.
     snapshots.sort_by_key(|s| s.time_ns);

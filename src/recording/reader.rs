@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 
 use super::codec::Decoder;
 use super::frame::{FrameReader, KIND_DELTA, KIND_KEY, KIND_SESSION};
+use super::limits::{is_corrupt, Budget};
 use super::session;
 use crate::model::{Session, Snapshot};
 
@@ -23,6 +24,10 @@ pub struct Reader {
     skipped_frames: u64,
     dropped: DroppedCount,
     warnings: Vec<String>,
+    /// What decoding this file may cost, growing with the bytes read.
+    budget: Budget,
+    /// A broken limit: reading stopped there, and the whole read fails.
+    failed: Option<anyhow::Error>,
     pub version: u16,
 }
 
@@ -46,11 +51,12 @@ impl Reader {
         let file = crate::atomic_file::open_regular(path)?;
         let (mut frames, version) = FrameReader::open(file).with_context(|| name.clone())?;
         let session = loop {
-            match frames.next_frame() {
-                Some(f) if f.kind == KIND_SESSION => {
-                    break session::decode(&f.payload)
-                        .with_context(|| format!("{name}: bad session header"))?
-                }
+            match frames.next_frame().with_context(|| name.clone())? {
+                Some(f) if f.kind == KIND_SESSION => match session::decode(&f.payload) {
+                    Ok(s) => break s,
+                    Err(e) if is_corrupt(&e) => return Err(corrupt_at(&name, f.offset, &e)),
+                    Err(e) => return Err(e.context(format!("{name}: bad session header"))),
+                },
                 Some(_) => continue, // damaged start: the session frame was lost, try the next one
                 None => {
                     anyhow::bail!("{name}: no intact session header (recording interrupted at its start?)")
@@ -67,6 +73,8 @@ impl Reader {
             skipped_frames: 0,
             dropped: DroppedCount::default(),
             warnings: Vec::new(),
+            budget: Budget::new(),
+            failed: None,
             version,
         };
         r.take_frame_warnings();
@@ -90,13 +98,34 @@ impl Reader {
         damaged
     }
 
-    /// Reads frames until one yields snapshots; false at the end of the file.
+    #[cfg(test)]
+    pub fn budget(&self) -> &Budget {
+        &self.budget
+    }
+
+    /// Why reading stopped early, if it did: the file broke a limit.
+    pub fn take_error(&mut self) -> Option<anyhow::Error> {
+        self.failed.take()
+    }
+
+    /// Reads frames until one yields snapshots; false at the end of the file
+    /// or at a broken limit (`failed`).
     fn fill(&mut self) -> bool {
         while self.pending.is_empty() {
-            let Some(f) = self.frames.next_frame() else {
-                self.take_frame_warnings();
-                self.finish();
+            if self.failed.is_some() {
                 return false;
+            }
+            let f = match self.frames.next_frame() {
+                Ok(Some(f)) => f,
+                Ok(None) => {
+                    self.take_frame_warnings();
+                    self.finish();
+                    return false;
+                }
+                Err(e) => {
+                    self.failed = Some(e.context(self.name.clone()));
+                    return false;
+                }
             };
             if self.take_frame_warnings() {
                 self.need_key = true;
@@ -108,6 +137,7 @@ impl Reader {
                         self.name, s.host, self.session.host
                     )),
                     Ok(_) => {}
+                    Err(e) if is_corrupt(&e) => return self.fail(f.offset, e),
                     Err(e) => self.warnings.push(format!(
                         "{}: bad session frame at byte {}: {e}",
                         self.name, f.offset
@@ -122,8 +152,10 @@ impl Reader {
                         continue;
                     }
                     let mut out = Vec::new();
-                    match self.dec.decode(&f.payload, &mut out) {
+                    self.budget.read_to(self.frames.position());
+                    match self.dec.decode(&f.payload, &mut out, &mut self.budget) {
                         Ok(()) => self.pending.extend(out),
+                        Err(e) if is_corrupt(&e) => return self.fail(f.offset, e),
                         Err(e) => {
                             self.warnings.push(format!(
                                 "{}: undecodable frame at byte {}: {e:#}",
@@ -137,6 +169,12 @@ impl Reader {
             }
         }
         true
+    }
+
+    /// The frame at `offset` broke a limit: reading stops (false, for `fill`).
+    fn fail(&mut self, offset: u64, e: anyhow::Error) -> bool {
+        self.failed = Some(corrupt_at(&self.name, offset, &e));
+        false
     }
 
     fn finish(&mut self) {
@@ -178,6 +216,11 @@ impl Iterator for Reader {
     }
 }
 
+/// The one line a broken limit gets: "FILE: corrupt at byte N: what".
+fn corrupt_at(name: &str, offset: u64, e: &anyhow::Error) -> anyhow::Error {
+    anyhow::anyhow!("{name}: corrupt at byte {offset}: {e:#}")
+}
+
 /// Several recordings as one stream, in time order.
 pub struct Merged {
     readers: Vec<Reader>,
@@ -212,6 +255,11 @@ impl Merged {
         &self.readers[0].session
     }
 
+    /// The first broken limit met: reading stopped there (see `Reader::take_error`).
+    pub fn take_error(&mut self) -> Option<anyhow::Error> {
+        self.readers.iter_mut().find_map(Reader::take_error)
+    }
+
     pub fn warnings(&self) -> Vec<String> {
         let mut w = self.extra_warnings.clone();
         self.readers.iter().for_each(|r| w.extend_from_slice(&r.warnings));
@@ -230,6 +278,10 @@ impl Iterator for Merged {
                     best = Some((k, t));
                 }
             }
+        }
+        // One file broke a limit: the merged stream ends there, it does not go on without it.
+        if self.readers.iter().any(|r| r.failed.is_some()) {
+            return None;
         }
         self.readers[best?.0].next()
     }

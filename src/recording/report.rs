@@ -47,8 +47,12 @@ pub fn run_replay(args: ReplayArgs) -> Result<()> {
             format: Format::Table,
         });
     }
-    let rec = super::read_files(&args.sel.files)?;
-    let snaps: Vec<Snapshot> = selected(&rec, &args.sel)?.into_iter().cloned().collect();
+    let mut rec = super::read_files(&args.sel.files)?;
+    // Moved, not cloned: a long recording is held in memory once.
+    let start = rec.snapshots.first().map_or(0, |s| s.time_ns);
+    let (from, to) = time_window(&args.sel, start)?;
+    let mut snaps: Vec<Snapshot> = std::mem::take(&mut rec.snapshots);
+    snaps.retain(|s| s.time_ns >= from && s.time_ns < to);
     if snaps.is_empty() {
         anyhow::bail!("no snapshots in the selected range");
     }

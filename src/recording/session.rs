@@ -39,7 +39,7 @@ pub fn decode(payload: &[u8]) -> Result<Session> {
         options: String::new(),
     };
     let mut i = In::new(payload);
-    for _ in 0..i.count()? {
+    for _ in 0..i.count_of(2, "session fields")? {
         let (k, v) = (i.str()?, i.str()?);
         let num = || v.parse::<u64>().map_err(|_| anyhow!("bad session value {k}={v}"));
         match k {

@@ -408,13 +408,13 @@ fn decoder_refuses_unknown_sample_fields() {
     };
     let mut out = Vec::new();
     let err = codec::Decoder::default()
-        .decode(&payload(1 << 14), &mut out)
+        .decode(&payload(1 << 14), &mut out, &mut limits::Budget::new())
         .unwrap_err();
     assert!(err.to_string().contains("unknown"), "{err}");
     // The same bytes with a known bit get past the mask (and fail later, on
     // the undefined thread), so the refusal above is the mask check's.
     let err = codec::Decoder::default()
-        .decode(&payload(1 << 13), &mut out)
+        .decode(&payload(1 << 13), &mut out, &mut limits::Budget::new())
         .unwrap_err();
     assert!(err.to_string().contains("thread 7 used before"), "{err}");
 }
@@ -499,4 +499,57 @@ fn reserving_fails_before_sampling_and_leaves_no_empty_file() {
     write_file(&p, &session(), &varied()).unwrap();
     drop(Rotating::reserve(&p, None, 0).unwrap());
     assert_eq!(read_one(&p).snapshots, varied());
+}
+
+/// Real recordings must stay far inside the reader's memory budget, or a
+/// legitimate file would be refused as corrupt: busy threads, and the
+/// cheapest samples there are (sleeping threads where nothing changes, as
+/// `--all` records them), as `record` and `write_file` write them.
+#[test]
+fn real_recordings_decode_well_inside_the_memory_budget() {
+    let d = TempDir::new("budget");
+    let interval = Duration::from_secs(1);
+    let busy = synth::workload(300, 400, interval, 5);
+    let idle: Vec<Snapshot> = (0..400u64)
+        .map(|k| {
+            let mut s = busy[0].clone();
+            s.time_ns += k * 1_000_000_000;
+            for (i, t) in s.samples.iter_mut().enumerate() {
+                // A pool of threads created together: consecutive tids.
+                let mut id = (*t.ident).clone();
+                id.tid = 5000 + i as u32;
+                t.ident = Arc::new(id);
+                t.state = State::Sleep;
+                t.syscall = Syscall::None;
+                t.since_offcpu_ns = Some(5_000_000_000 + k * 1_000_000_000);
+                t.since_oncpu_ns = t.since_offcpu_ns;
+                t.runq_wait_ns = None;
+            }
+            s
+        })
+        .collect();
+    for (name, snaps) in [("busy", &busy), ("idle", &idle)] {
+        for one_per_frame in [true, false] {
+            let p = d.join(&format!("{name}-{one_per_frame}.xtop"));
+            if one_per_frame {
+                let mut w = Writer::create(&p, &session()).unwrap();
+                snaps.iter().for_each(|s| w.write_snapshot(s).unwrap());
+                w.finish().unwrap();
+            } else {
+                write_file(&p, &session(), snaps).unwrap();
+            }
+            let mut r = Reader::open(&p).unwrap();
+            assert_eq!(r.by_ref().count(), snaps.len());
+            assert!(r.take_error().is_none());
+            let len = fs::metadata(&p).unwrap().len();
+            let per_byte = r.budget().used() / len;
+            // A quarter of the allowance, or the ratio is too tight to trust.
+            // The writer's promise, a quarter of what the reader allows.
+            assert!(
+                per_byte <= limits::WRITER_RATIO,
+                "{name} (one per frame: {one_per_frame}): {per_byte} bytes of memory per byte of file"
+            );
+            eprintln!("{name}, one snapshot per frame {one_per_frame}: {per_byte} B/B, {len} bytes");
+        }
+    }
 }

@@ -4,6 +4,8 @@
 
 use anyhow::{bail, Result};
 
+use super::limits::corrupt;
+
 #[derive(Default)]
 pub struct Out {
     pub buf: Vec<u8>,
@@ -84,21 +86,38 @@ impl<'a> In<'a> {
         Ok((v >> 1) as i64 ^ -((v & 1) as i64))
     }
 
-    /// A count of items that each take at least one byte: bounded by what is
-    /// left, so a corrupt count cannot make us allocate gigabytes.
-    pub fn count(&mut self) -> Result<usize> {
+    /// A count of `what`, each taking at least `min_bytes` bytes: checked
+    /// against what is left, so a corrupt count cannot make a reader allocate
+    /// gigabytes. A count that cannot fit is `Corrupt`, not ordinary damage.
+    pub fn count_of(&mut self, min_bytes: usize, what: &str) -> Result<usize> {
         let n = self.uv()?;
-        if n > self.remaining() as u64 {
-            bail!("count {n} exceeds the record");
+        let room = (self.remaining() / min_bytes.max(1)) as u64;
+        if n > room {
+            return Err(corrupt(format!(
+                "declares {n} {what} where the {} bytes left hold at most {room}",
+                self.remaining()
+            )));
         }
         Ok(n as usize)
     }
 
     pub fn bytes(&mut self) -> Result<&'a [u8]> {
-        let n = self.count()?;
+        let n = self.count_of(1, "bytes")?;
         let b = &self.buf[self.pos..self.pos + n];
         self.pos += n;
         Ok(b)
+    }
+
+    /// A string of at most `max` bytes.
+    pub fn str_max(&mut self, max: usize) -> Result<&'a str> {
+        let b = self.bytes()?;
+        if b.len() > max {
+            return Err(corrupt(format!(
+                "a {}-byte string where at most {max} are allowed",
+                b.len()
+            )));
+        }
+        Ok(std::str::from_utf8(b)?)
     }
 
     pub fn str(&mut self) -> Result<&'a str> {
@@ -131,5 +150,9 @@ mod tests {
         assert!(In::new(&[0x80, 0x80]).uv().is_err());
         assert!(In::new(&[0xff; 11]).uv().is_err());
         assert!(In::new(&[5, b'a']).bytes().is_err());
+        let e = In::new(&[3, 0, 0, 0, 0, 0]).count_of(2, "x").unwrap_err();
+        assert!(super::super::limits::is_corrupt(&e), "{e}");
+        assert_eq!(In::new(&[3, 0, 0, 0, 0, 0, 0]).count_of(2, "x").unwrap(), 3);
+        assert!(In::new(&[3, b'a', b'b', b'c']).str_max(2).is_err());
     }
 }

@@ -76,7 +76,12 @@ impl Writer {
                     .with_context(|| format!("cannot upgrade the header of {}", path.display()))?;
             }
             let mut good = r.position();
-            while r.next_frame().is_some() {
+            // A frame that breaks a limit was not torn by a crash: refuse, cut nothing.
+            while r
+                .next_frame()
+                .with_context(|| format!("refusing to append to {}", path.display()))?
+                .is_some()
+            {
                 good = r.position();
             }
             good
@@ -123,7 +128,7 @@ impl Writer {
     }
 
     pub(super) fn write_session(&mut self, s: &Session) -> Result<()> {
-        let f = self.frames.frame(KIND_SESSION, &session::encode(s))?;
+        let f = self.frames.frame(KIND_SESSION, &session::encode(s), 0)?;
         self.put(&f)?;
         self.since_key = KEY_EVERY; // the next snapshots start from fresh tables
         Ok(())
@@ -140,10 +145,10 @@ impl Writer {
             return Ok(());
         }
         let key = self.since_key >= KEY_EVERY;
-        let payload = self.enc.encode(snaps, key);
+        let (payload, cost) = self.enc.encode(snaps, key);
         let f = self
             .frames
-            .frame(if key { KIND_KEY } else { KIND_DELTA }, &payload)?;
+            .frame(if key { KIND_KEY } else { KIND_DELTA }, &payload, cost)?;
         self.since_key = if key {
             snaps.len()
         } else {
@@ -184,8 +189,7 @@ pub fn write_file(path: &Path, session: &Session, snaps: &[Snapshot]) -> Result<
     let (tmp, file) = crate::atomic_file::create_temp(path)?;
     let result = (|| {
         let mut w = Writer::start(file, &tmp, session)?;
-        // Batches of 60 snapshots: better compression, still small frames.
-        for chunk in snaps.chunks(60) {
+        for chunk in batches(snaps) {
             w.write_snapshots(chunk)?;
         }
         w.file
@@ -197,6 +201,33 @@ pub fn write_file(path: &Path, session: &Session, snaps: &[Snapshot]) -> Result<
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// Up to 60 snapshots per frame (better compression, still small frames), and
+/// no more than `BATCH_SAMPLES` samples, so a big box's frames stay far below
+/// the size a reader accepts (`limits::MAX_RAW`).
+fn batches(snaps: &[Snapshot]) -> impl Iterator<Item = &[Snapshot]> {
+    const BATCH_SNAPSHOTS: usize = 60;
+    const BATCH_SAMPLES: usize = 200_000;
+    let mut rest = snaps;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut samples = 0;
+        let n = rest
+            .iter()
+            .take(BATCH_SNAPSHOTS)
+            .take_while(|s| {
+                samples += s.samples.len();
+                samples <= BATCH_SAMPLES
+            })
+            .count()
+            .max(1);
+        let (batch, tail) = rest.split_at(n);
+        rest = tail;
+        Some(batch)
+    })
 }
 
 /// A recording file reserved for appending before anything is written to it:

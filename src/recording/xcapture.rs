@@ -188,7 +188,8 @@ impl Hour {
 /// Writes every sample into OUT/xcapture_*_YYYY-MM-DD.HH.csv files.
 /// The files are built in a private staging directory and renamed into `dir`
 /// only when all are whole: a killed export leaves no partial file there.
-pub fn export(dir: &Path, snaps: impl IntoIterator<Item = Snapshot>) -> Result<()> {
+/// A failed snapshot (a recording that broke a limit) ends the export unpublished.
+pub fn export(dir: &Path, snaps: impl IntoIterator<Item = Result<Snapshot>>) -> Result<()> {
     let staging = crate::atomic_file::StagingDir::create(dir)?;
     let out = staging.path().to_path_buf();
     let cols = Columns::resolve()?;
@@ -197,6 +198,7 @@ pub fn export(dir: &Path, snaps: impl IntoIterator<Item = Snapshot>) -> Result<(
     let mut line = String::new();
     let ctx = || format!("writing xcapture files in {}", dir.display());
     for snap in snaps {
+        let snap = snap?;
         let key = timefmt::hour(snap.time_ns);
         if hour.as_ref().is_none_or(|h| h.key != key) {
             if let Some(h) = hour.take() {

@@ -1,4 +1,7 @@
 //! Bytes to snapshot: rebuilds the tables and each thread's previous sample.
+//! Every declared count is checked against the bytes left and `limits`, and
+//! every table entry and sample is charged to the reader's `Budget`, before
+//! anything is allocated for it.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -8,11 +11,25 @@ use anyhow::{anyhow, bail};
 
 use super::*;
 use crate::model::{PassCost, Process, Stack, ThreadIdent};
+use crate::recording::limits::{
+    corrupt, ident_cost, process_cost, snapshot_cost, stack_cost, string_cost, Budget, MAX_COMM, MAX_NAME,
+    MAX_STACK_FRAMES, MAX_STRING, MAX_THREADS,
+};
 
 struct DecThread {
     ident: Arc<ThreadIdent>,
     prev: Prev,
 }
+
+/// An interned object's address: interned values are equal exactly when
+/// their Arcs are the same, so keys of addresses hash in constant time where
+/// hashing the values would hash every command line once per sample.
+fn addr<T: ?Sized>(a: &Arc<T>) -> usize {
+    Arc::as_ptr(a) as *const u8 as usize
+}
+
+type ProcessKey = (u32, usize, usize, usize);
+type IdentKey = (u32, u32, u32, u32, u64, bool, [usize; 4]);
 
 #[derive(Default)]
 pub struct Decoder {
@@ -21,49 +38,86 @@ pub struct Decoder {
     stacks: Vec<Arc<Stack>>,
     threads: HashMap<u32, DecThread>,
     snap: Option<Snapshot>,
-    /// One Arc per distinct identity, kept across key frames (which redefine
-    /// every thread), so a replay holds each identity once and consumers can
-    /// compare identities by pointer.
-    idents: HashSet<Arc<ThreadIdent>>,
+    /// One Arc per distinct string, process and identity, kept across key
+    /// frames (which redefine every table), so a replay holds each once and
+    /// consumers can compare identities by pointer.
+    interned_strings: HashSet<Arc<str>>,
+    interned_processes: HashMap<ProcessKey, Arc<Process>>,
+    idents: HashMap<IdentKey, Arc<ThreadIdent>>,
 }
 
 impl Decoder {
     /// Starts from empty tables (at a key frame).
     pub fn reset(&mut self) {
         let mut idents = std::mem::take(&mut self.idents);
+        let mut processes = std::mem::take(&mut self.interned_processes);
+        let mut strings = std::mem::take(&mut self.interned_strings);
         *self = Decoder::default();
-        // Identities no decoded snapshot holds any more are not worth keeping.
-        idents.retain(|i| Arc::strong_count(i) > 1);
+        // What no decoded snapshot holds any more is not worth keeping. In this
+        // order, so what a kept identity refers to is kept too (its count is
+        // above one), and no key holds the address of something freed.
+        idents.retain(|_, i| Arc::strong_count(i) > 1);
+        processes.retain(|_, p| Arc::strong_count(p) > 1);
+        strings.retain(|s| Arc::strong_count(s) > 1);
         self.idents = idents;
+        self.interned_processes = processes;
+        self.interned_strings = strings;
     }
 
     /// Decodes a frame payload, appending its snapshots to `out`.
-    pub fn decode(&mut self, payload: &[u8], out: &mut Vec<Snapshot>) -> Result<()> {
+    pub fn decode(&mut self, payload: &[u8], out: &mut Vec<Snapshot>, budget: &mut Budget) -> Result<()> {
         let mut i = In::new(payload);
-        for _ in 0..i.count()? {
-            let s: Arc<str> = i.str()?.into();
+        // Each item's smallest encoding bounds its count by the bytes left.
+        for _ in 0..i.count_of(1, "strings")? {
+            let s = i.str_max(MAX_STRING)?;
+            budget.charge(string_cost(s.len()), || "a string".into())?;
+            let s = match self.interned_strings.get(s) {
+                Some(known) => known.clone(),
+                None => {
+                    let s: Arc<str> = s.into();
+                    self.interned_strings.insert(s.clone());
+                    s
+                }
+            };
             self.strings.push(s);
         }
-        for _ in 0..i.count()? {
+        for _ in 0..i.count_of(4, "processes")? {
             let tgid = i.u32()?;
-            let comm = self.str_ref(&mut i)?;
-            let exe = self.str_ref(&mut i)?;
-            let cmdline = self.str_ref(&mut i)?;
-            self.processes.push(Arc::new(Process {
-                tgid,
-                comm,
-                exe,
-                cmdline,
-            }));
+            let comm = self.str_ref(&mut i, MAX_COMM)?;
+            let exe = self.str_ref(&mut i, MAX_STRING)?;
+            let cmdline = self.str_ref(&mut i, MAX_STRING)?;
+            let key = (tgid, addr(&comm), addr(&exe), addr(&cmdline));
+            let p = match self.interned_processes.get(&key) {
+                Some(p) => p.clone(),
+                None => {
+                    budget.charge(process_cost(), || "a process".into())?;
+                    let p = Arc::new(Process {
+                        tgid,
+                        comm,
+                        exe,
+                        cmdline,
+                    });
+                    self.interned_processes.insert(key, p.clone());
+                    p
+                }
+            };
+            self.processes.push(p);
         }
-        for _ in 0..i.count()? {
+        for _ in 0..i.count_of(10, "stacks")? {
             let mut h = [0u8; 8];
             for b in &mut h {
                 *b = i.u8()?;
             }
             let top = i.uv()? as usize;
-            let frames = (0..i.count()?)
-                .map(|_| self.str_ref(&mut i))
+            let n = i.count_of(1, "stack frames")?;
+            if n > MAX_STACK_FRAMES {
+                return Err(corrupt(format!(
+                    "a stack of {n} frames (at most {MAX_STACK_FRAMES})"
+                )));
+            }
+            budget.charge(stack_cost(n), || format!("a stack of {n} frames"))?;
+            let frames = (0..n)
+                .map(|_| self.str_ref(&mut i, MAX_STRING))
                 .collect::<Result<_>>()?;
             self.stacks.push(Arc::new(Stack {
                 hash: u64::from_le_bytes(h),
@@ -71,8 +125,8 @@ impl Decoder {
                 top,
             }));
         }
-        for _ in 0..i.count()? {
-            let snap = self.snapshot(&mut i)?;
+        for _ in 0..i.count_of(6, "snapshots")? {
+            let snap = self.snapshot(&mut i, budget)?;
             out.push(snap);
         }
         if !i.is_empty() {
@@ -81,15 +135,23 @@ impl Decoder {
         Ok(())
     }
 
-    fn str_ref(&self, i: &mut In) -> Result<Arc<str>> {
+    /// A string by id, of at most `max` bytes for the role it plays.
+    fn str_ref(&self, i: &mut In, max: usize) -> Result<Arc<str>> {
         let id = i.uv()?;
-        self.strings
+        let s = self
+            .strings
             .get(id as usize)
-            .cloned()
-            .ok_or_else(|| anyhow!("string id {id} not defined"))
+            .ok_or_else(|| anyhow!("string id {id} not defined"))?;
+        if s.len() > max {
+            return Err(corrupt(format!(
+                "a {}-byte string where at most {max} are allowed",
+                s.len()
+            )));
+        }
+        Ok(s.clone())
     }
 
-    fn snapshot(&mut self, i: &mut In) -> Result<Snapshot> {
+    fn snapshot(&mut self, i: &mut In, budget: &mut Budget) -> Result<Snapshot> {
         let mut snap = match self.snap.take() {
             Some(p) => p,
             None => Snapshot {
@@ -125,26 +187,36 @@ impl Decoder {
             decode_ns: i.uv()?,
             cpu_ns: i.uv()?,
         };
-        let n = i.count()?;
+        // A sample takes at least two bytes: its tid delta and its mask.
+        let n = i.count_of(2, "thread samples")?;
+        if n > MAX_THREADS {
+            return Err(corrupt(format!(
+                "a snapshot of {n} threads (no system has more than {MAX_THREADS})"
+            )));
+        }
+        budget.charge(snapshot_cost(n), || format!("a snapshot of {n} threads"))?;
         let mut samples = Vec::with_capacity(n);
         let mut tid = 0u32;
         for _ in 0..n {
             tid = u32::try_from(i64::from(tid) + i.iv()?).map_err(|_| anyhow!("bad thread id"))?;
-            samples.push(self.sample(i, snap.time_ns, tid)?);
+            samples.push(self.sample(i, snap.time_ns, tid, budget)?);
         }
         self.snap = Some(header(&snap));
         snap.samples = samples;
         Ok(snap)
     }
 
-    fn sample(&mut self, i: &mut In, time_ns: u64, tid: u32) -> Result<ThreadSample> {
+    fn sample(&mut self, i: &mut In, time_ns: u64, tid: u32, budget: &mut Budget) -> Result<ThreadSample> {
         let mask = i.uv()?;
         if mask >= M_USTACK << 1 {
             bail!("sample fields {mask:#x} unknown to this format version");
         }
         let known = self.threads.get(&tid).map(|t| (t.ident.clone(), t.prev.clone()));
         let (ident, p) = if mask & M_STATIC != 0 {
-            (self.ident(i, tid)?, known.map_or_else(Prev::default, |k| k.1))
+            (
+                self.ident(i, tid, budget)?,
+                known.map_or_else(Prev::default, |k| k.1),
+            )
         } else {
             known.ok_or_else(|| anyhow!("thread {tid} used before it was defined"))?
         };
@@ -253,22 +325,35 @@ impl Decoder {
     }
 
     /// A thread's static fields, as the Arc already held for an equal identity.
-    fn ident(&mut self, i: &mut In, tid: u32) -> Result<Arc<ThreadIdent>> {
+    fn ident(&mut self, i: &mut In, tid: u32, budget: &mut Budget) -> Result<Arc<ThreadIdent>> {
         let tgid = i.u32()?;
         let uid = i.u32()?;
         let pidns = i.u32()?;
         let cgroup_id = i.uv()?;
         let kthread = i.u8()? != 0;
-        let user = self.str_ref(i)?;
-        let comm = self.str_ref(i)?;
-        let cgroup = self.str_ref(i)?;
+        let user = self.str_ref(i, MAX_NAME)?;
+        let comm = self.str_ref(i, MAX_COMM)?;
+        let cgroup = self.str_ref(i, MAX_STRING)?;
         let pid = i.uv()? as usize;
         let process = self
             .processes
             .get(pid)
             .cloned()
             .ok_or_else(|| anyhow!("process id {pid} not defined"))?;
-        let ident = ThreadIdent {
+        let key = (
+            tid,
+            tgid,
+            uid,
+            pidns,
+            cgroup_id,
+            kthread,
+            [addr(&user), addr(&comm), addr(&cgroup), addr(&process)],
+        );
+        if let Some(known) = self.idents.get(&key) {
+            return Ok(known.clone());
+        }
+        budget.charge(ident_cost(), || "a thread".into())?;
+        let ident = Arc::new(ThreadIdent {
             tid,
             tgid,
             uid,
@@ -279,12 +364,8 @@ impl Decoder {
             cgroup_id,
             cgroup,
             kthread,
-        };
-        if let Some(known) = self.idents.get(&ident) {
-            return Ok(known.clone());
-        }
-        let ident = Arc::new(ident);
-        self.idents.insert(ident.clone());
+        });
+        self.idents.insert(key, ident.clone());
         Ok(ident)
     }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::model::{Process, Stack, ThreadIdent};
+use crate::recording::limits;
 
 /// Static per-thread fields as ids, compared to detect a change.
 #[derive(Clone, PartialEq)]
@@ -34,6 +35,8 @@ pub struct Encoder {
     threads: HashMap<u32, EncThread>,
     snap: Option<Snapshot>, // previous snapshot header (samples emptied)
     defs: Defs,
+    /// What the frame being encoded will cost a reader (`limits`), at most.
+    cost: u64,
 }
 
 #[derive(Default)]
@@ -47,11 +50,14 @@ struct Defs {
 }
 
 impl Encoder {
-    /// Encodes snapshots; with `key`, from empty tables so the frame stands alone.
-    pub fn encode(&mut self, snaps: &[Snapshot], key: bool) -> Vec<u8> {
+    /// Encodes snapshots; with `key`, from empty tables so the frame stands
+    /// alone. Returns the payload and the most memory a reader will charge
+    /// for decoding it (`limits`).
+    pub fn encode(&mut self, snaps: &[Snapshot], key: bool) -> (Vec<u8>, u64) {
         if key {
             *self = Encoder::default();
         }
+        self.cost = 0;
         let mut body = Out::default();
         body.uv(snaps.len() as u64);
         for snap in snaps {
@@ -68,7 +74,7 @@ impl Encoder {
             o.buf.extend_from_slice(&part.buf);
         }
         o.buf.extend_from_slice(&body.buf);
-        o.buf
+        (o.buf, self.cost)
     }
 
     fn string(&mut self, s: &Arc<str>) -> u32 {
@@ -79,6 +85,7 @@ impl Encoder {
         self.strings.insert(s.clone(), id);
         self.defs.strings.bytes(s.as_bytes());
         self.defs.nstrings += 1;
+        self.cost += limits::string_cost(s.len());
         id
     }
 
@@ -99,6 +106,7 @@ impl Encoder {
             .iter()
             .for_each(|&v| d.processes.uv(v.into()));
         d.nprocesses += 1;
+        self.cost += limits::process_cost();
         id
     }
 
@@ -118,6 +126,7 @@ impl Encoder {
         d.stacks.uv(ids.len() as u64);
         ids.iter().for_each(|&i| d.stacks.uv(i.into()));
         d.nstacks += 1;
+        self.cost += limits::stack_cost(ids.len());
         id
     }
 
@@ -168,6 +177,7 @@ impl Encoder {
         o.uv(snap.cost.decode_ns);
         o.uv(snap.cost.cpu_ns);
         o.uv(snap.samples.len() as u64);
+        self.cost += limits::snapshot_cost(snap.samples.len());
         let mut ptid = 0u32;
         for s in &snap.samples {
             o.iv(i64::from(s.ident.tid) - i64::from(ptid));
@@ -187,6 +197,7 @@ impl Encoder {
         let mut fields = Out::default();
         if !same_static {
             mask |= M_STATIC;
+            self.cost += limits::ident_cost();
             let ids = self.static_ids(&s.ident);
             let f = &mut fields;
             [ids.tgid, ids.uid, ids.pidns]
