@@ -11,11 +11,13 @@
 
 use std::fs::{self, File};
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod common;
 
 const MAGIC: &[u8; 8] = b"\x89XTOP\r\n\x1a";
 const KIND_SESSION: u8 = 1;
@@ -158,28 +160,7 @@ fn run(dir: &Path, args: &[&str], tty: bool) -> Run {
     cmd.args(args).current_dir(dir).env("TERM", "xterm-256color");
     let mut master = None;
     if tty {
-        let (mut m, mut s) = (-1, -1);
-        // SAFETY: openpty writes two fds; no name buffer, default termios.
-        let rc = unsafe {
-            libc::openpty(
-                &mut m,
-                &mut s,
-                std::ptr::null_mut(),
-                std::ptr::null(),
-                std::ptr::null(),
-            )
-        };
-        assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-        // SAFETY: openpty just gave us these fds; each is owned once.
-        let (m, s) = unsafe { (OwnedFd::from_raw_fd(m), OwnedFd::from_raw_fd(s)) };
-        let ws = libc::winsize {
-            ws_row: 30,
-            ws_col: 100,
-            ws_xpixel: 0,
-            ws_ypixel: 0,
-        };
-        // SAFETY: TIOCSWINSZ reads the winsize we own.
-        unsafe { libc::ioctl(m.as_raw_fd(), libc::TIOCSWINSZ, &ws) };
+        let (m, s) = common::pty::open(100, 30);
         let io = || Stdio::from(s.try_clone().unwrap());
         cmd.stdin(io()).stdout(io()).stderr(io());
         master = Some((m, s));

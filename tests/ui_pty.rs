@@ -10,7 +10,7 @@ mod common;
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -224,18 +224,6 @@ fn row_with(screen: &str, words: &[&str]) -> bool {
 // ---------------------------------------------------------------------------
 // The binary in a pty.
 
-fn set_size(fd: &OwnedFd, cols: u16, rows: u16) {
-    let ws = libc::winsize {
-        ws_row: rows,
-        ws_col: cols,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: TIOCSWINSZ reads one winsize from a valid pointer.
-    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSWINSZ, &ws) };
-    assert_eq!(rc, 0, "TIOCSWINSZ: {}", std::io::Error::last_os_error());
-}
-
 fn termios(fd: &OwnedFd) -> libc::termios {
     // SAFETY: tcgetattr fills a plain-data struct.
     unsafe {
@@ -264,21 +252,8 @@ struct Tui {
 
 impl Tui {
     fn spawn(args: &[&str], cwd: &Path, cols: u16, rows: u16) -> Tui {
-        let (mut m, mut s) = (-1, -1);
-        // SAFETY: openpty writes two fds; no name buffer, default termios.
-        let rc = unsafe {
-            libc::openpty(
-                &mut m,
-                &mut s,
-                std::ptr::null_mut(),
-                std::ptr::null(),
-                std::ptr::null(),
-            )
-        };
-        assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-        // SAFETY: openpty just gave us these fds; each is owned once.
-        let (master, slave) = unsafe { (OwnedFd::from_raw_fd(m), OwnedFd::from_raw_fd(s)) };
-        set_size(&master, cols, rows);
+        let (master, slave) = common::pty::open(cols, rows);
+        let (m, s) = (master.as_raw_fd(), slave.as_raw_fd());
         // SAFETY: fcntl on an fd we own. Non-blocking so the reader can stop.
         unsafe {
             let fl = libc::fcntl(m, libc::F_GETFL);
@@ -361,7 +336,7 @@ impl Tui {
     fn resize(&mut self, cols: u16, rows: u16) {
         *self.size.lock().unwrap() = (cols as usize, rows as usize);
         let fd = OwnedFd::from(self.master.try_clone().unwrap());
-        set_size(&fd, cols, rows);
+        common::pty::set_size(&fd, cols, rows);
     }
 
     fn raw(&self) -> Vec<u8> {

@@ -3,4 +3,5 @@
 pub mod kid;
 pub mod markers;
 pub mod observe;
+pub mod pty;
 pub mod workload;
