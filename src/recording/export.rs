@@ -51,34 +51,29 @@ fn window<'a>(
     merged: &'a mut Merged,
     sel: &'a Selection,
 ) -> Result<impl Iterator<Item = Result<Snapshot>> + 'a> {
-    let first = merged.next();
-    if let Some(e) = merged.take_error() {
-        return Err(e);
-    }
-    let start = first.as_ref().map_or(0, |s| s.time_ns);
-    let (from, to) = time_window(sel, start)?;
     let mut done = false;
-    let rest = std::iter::from_fn(move || {
+    let mut it = std::iter::from_fn(move || {
         if done {
             return None;
         }
-        match merged.next() {
-            Some(s) => Some(Ok(s)),
-            None => {
-                done = true;
-                merged.take_error().map(Err)
-            }
+        let next = merged.next().map(Ok);
+        if next.is_none() {
+            done = true;
+            return merged.take_error().map(Err);
         }
-    });
-    Ok(first
-        .into_iter()
-        .map(Ok)
-        .chain(rest)
-        .filter_map(move |s| match s {
-            Ok(s) if s.time_ns >= from && s.time_ns < to => Some(Ok(filtered(&s, sel))),
-            Ok(_) => None,
-            Err(e) => Some(Err(e)),
-        }))
+        next
+    })
+    .peekable();
+    let start = match it.peek() {
+        Some(Ok(s)) => s.time_ns,
+        _ => 0,
+    };
+    let (from, to) = time_window(sel, start)?;
+    Ok(it.filter_map(move |s| match s {
+        Ok(s) if s.time_ns >= from && s.time_ns < to => Some(Ok(filtered(&s, sel))),
+        Ok(_) => None,
+        Err(e) => Some(Err(e)),
+    }))
 }
 
 /// Writes to OUT (mode 0600: samples carry command lines) or stdout for `-`;

@@ -239,7 +239,7 @@ impl<R: Read + Seek> FrameReader<R> {
         let offset = self.pos;
         match self.frame_here() {
             Ok(f) => Ok(Some(f)),
-            Err(e) if is_corrupt(&e) => Err(corrupt(format!("corrupt at byte {offset}: {e:#}"))),
+            Err(e) if is_corrupt(&e) => Err(super::limits::at(offset, &e)),
             Err(_) => Ok(None),
         }
     }

@@ -99,30 +99,27 @@ pub fn corrupt(msg: String) -> anyhow::Error {
     Corrupt(msg).into()
 }
 
+/// The one line a broken limit gets ("corrupt at byte N: what"), still a
+/// `Corrupt` for callers up the stack; readers add the file's name.
+pub fn at(offset: u64, e: &anyhow::Error) -> anyhow::Error {
+    corrupt(format!("corrupt at byte {offset}: {e:#}"))
+}
+
 /// Whether an error is a broken limit (as opposed to ordinary damage).
 pub fn is_corrupt(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.is::<Corrupt>())
 }
 
 /// Memory spent decoding one file, against what its size allows.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Budget {
     file_bytes: u64,
     used: u64,
 }
 
-impl Default for Budget {
-    fn default() -> Self {
-        Budget::new()
-    }
-}
-
 impl Budget {
     pub fn new() -> Budget {
-        Budget {
-            file_bytes: 0,
-            used: 0,
-        }
+        Budget::default()
     }
 
     /// The file has been read up to `offset`.

@@ -216,9 +216,9 @@ impl Iterator for Reader {
     }
 }
 
-/// The one line a broken limit gets: "FILE: corrupt at byte N: what".
+/// "FILE: corrupt at byte N: what", as the frame layer says it for its own limits.
 fn corrupt_at(name: &str, offset: u64, e: &anyhow::Error) -> anyhow::Error {
-    anyhow::anyhow!("{name}: corrupt at byte {offset}: {e:#}")
+    super::limits::at(offset, e).context(name.to_string())
 }
 
 /// Several recordings as one stream, in time order.
