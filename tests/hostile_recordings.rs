@@ -169,46 +169,23 @@ fn run(dir: &Path, args: &[&str], tty: bool) -> Run {
             .stdout(File::create(&outp).unwrap())
             .stderr(File::create(&errp).unwrap());
     }
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            let lim = libc::rlimit {
-                rlim_cur: AS_LIMIT,
-                rlim_max: AS_LIMIT,
-            };
-            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if tty && (libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0) {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+    common::limited::limit_address_space(&mut cmd, AS_LIMIT);
+    if tty {
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
     }
     let t = Instant::now();
-    // Reaped below by wait4, which also gives its peak RSS.
+    // Reaped by `reap` (wait4), which also gives its peak RSS.
     #[allow(clippy::zombie_processes)]
     let child = cmd.spawn().expect("starting xtop");
-    let pid = child.id() as libc::pid_t;
-    assert!(pid > 0);
-    let mut status = 0;
-    // SAFETY: rusage is plain data we own.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: waits for our own child, by its pid (> 0).
-        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
-        assert!(r >= 0, "wait4: {}", std::io::Error::last_os_error());
-        if r == pid {
-            break;
-        }
-        if t.elapsed() > Duration::from_secs(30) {
-            // SAFETY: our own child, pid > 0, not yet reaped.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("xtop {args:?} hung (killed after 30 s)");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let wall = t.elapsed();
+    let ended = common::limited::reap(child, t, Duration::from_secs(30), &format!("xtop {args:?}"));
     let (out, err) = match master {
         Some((m, _s)) => {
             // SAFETY: fcntl on an fd we own: read what is buffered, then stop.
@@ -220,12 +197,12 @@ fn run(dir: &Path, args: &[&str], tty: bool) -> Run {
         None => (read_file(&outp), read_file(&errp)),
     };
     Run {
-        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
-        signal: libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)),
+        code: ended.code,
+        signal: ended.signal,
         out,
         err,
-        max_rss_kb: ru.ru_maxrss,
-        wall,
+        max_rss_kb: ended.max_rss_kb,
+        wall: ended.wall,
     }
 }
 

@@ -9,6 +9,7 @@ pub mod cmd;
 mod codec;
 mod export;
 mod frame;
+pub mod fuzz;
 mod limits;
 mod reader;
 mod record;

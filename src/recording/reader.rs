@@ -2,7 +2,7 @@
 //! order (`Merged`), holding one decoded frame per file at a time.
 
 use std::collections::VecDeque;
-use std::fs::File;
+use std::io::{Cursor, Read, Seek};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -13,15 +13,23 @@ use super::limits::{is_corrupt, Budget};
 use super::session;
 use crate::model::{Session, Snapshot};
 
+/// Where a recording is read from: a file, or bytes in memory (tests, fuzzing).
+pub trait Source: Read + Seek + Send {}
+impl<T: Read + Seek + Send> Source for T {}
+
 pub struct Reader {
     name: String,
-    frames: FrameReader<File>,
+    frames: FrameReader<Box<dyn Source>>,
     dec: Decoder,
     session: Session,
     pending: VecDeque<Snapshot>,
     /// After damage, delta frames refer to tables we lost: wait for a key frame.
     need_key: bool,
     skipped_frames: u64,
+    /// Stretches of damage skipped by the frame layer (bad checksums, torn frames).
+    damaged: u64,
+    /// Intact frames whose contents did not decode.
+    undecodable: u64,
     dropped: DroppedCount,
     warnings: Vec<String>,
     /// What decoding this file may cost, growing with the bytes read.
@@ -47,9 +55,18 @@ impl DroppedCount {
 
 impl Reader {
     pub fn open(path: &Path) -> Result<Reader> {
-        let name = path.display().to_string();
         let file = crate::atomic_file::open_regular(path)?;
-        let (mut frames, version) = FrameReader::open(file).with_context(|| name.clone())?;
+        Reader::new(path.display().to_string(), Box::new(file))
+    }
+
+    /// A recording held in memory, named `name` in messages: what the fuzz
+    /// tests feed (`recording::fuzz`), without a file per case.
+    pub fn from_bytes(name: &str, bytes: Vec<u8>) -> Result<Reader> {
+        Reader::new(name.to_string(), Box::new(Cursor::new(bytes)))
+    }
+
+    fn new(name: String, source: Box<dyn Source>) -> Result<Reader> {
+        let (mut frames, version) = FrameReader::open(source).with_context(|| name.clone())?;
         let session = loop {
             match frames.next_frame().with_context(|| name.clone())? {
                 Some(f) if f.kind == KIND_SESSION => match session::decode(&f.payload) {
@@ -71,6 +88,8 @@ impl Reader {
             pending: VecDeque::new(),
             need_key: true,
             skipped_frames: 0,
+            damaged: 0,
+            undecodable: 0,
             dropped: DroppedCount::default(),
             warnings: Vec::new(),
             budget: Budget::new(),
@@ -93,6 +112,7 @@ impl Reader {
     fn take_frame_warnings(&mut self) -> bool {
         let w = std::mem::take(&mut self.frames.warnings);
         let damaged = !w.is_empty();
+        self.damaged += w.len() as u64;
         self.warnings
             .extend(w.into_iter().map(|w| format!("{}: {w}", self.name)));
         damaged
@@ -101,6 +121,11 @@ impl Reader {
     #[cfg(test)]
     pub fn budget(&self) -> &Budget {
         &self.budget
+    }
+
+    /// (stretches of damage skipped, intact frames that did not decode) so far.
+    pub fn damage(&self) -> (u64, u64) {
+        (self.damaged, self.undecodable)
     }
 
     /// Why reading stopped early, if it did: the file broke a limit.
@@ -157,6 +182,7 @@ impl Reader {
                         Ok(()) => self.pending.extend(out),
                         Err(e) if is_corrupt(&e) => return self.fail(f.offset, e),
                         Err(e) => {
+                            self.undecodable += 1;
                             self.warnings.push(format!(
                                 "{}: undecodable frame at byte {}: {e:#}",
                                 self.name, f.offset

@@ -9,7 +9,7 @@ use super::cmd::{time_window, Dims, ReplayArgs, ReportArgs, Selection};
 use super::{read_files, Recording};
 use crate::aggregation::{aggregate, matches_all};
 use crate::dimensions;
-use crate::model::Snapshot;
+use crate::model::{Session, Snapshot};
 use crate::output::{self, Format};
 use crate::value::format_local_time;
 
@@ -86,6 +86,19 @@ pub fn filtered(snap: &Snapshot, sel: &Selection) -> Snapshot {
     s
 }
 
+/// The table report's first line: where and how the recording was made.
+pub fn write_session_line(out: &mut impl Write, s: &Session) -> io::Result<()> {
+    writeln!(
+        out,
+        "# host {} kernel {} {} {} CPUs, interval {}",
+        s.host,
+        s.kernel,
+        s.arch.name(),
+        s.ncpus,
+        humantime::format_duration(s.interval)
+    )
+}
+
 pub fn write_report(
     out: &mut impl Write,
     rec: &Recording,
@@ -96,16 +109,7 @@ pub fn write_report(
     let snaps = selected(rec, sel)?;
     match format {
         Format::Table => {
-            let s = &rec.session;
-            writeln!(
-                out,
-                "# host {} kernel {} {} {} CPUs, interval {}",
-                s.host,
-                s.kernel,
-                s.arch.name(),
-                s.ncpus,
-                humantime::format_duration(s.interval)
-            )?;
+            write_session_line(out, &rec.session)?;
             match (snaps.first(), snaps.last()) {
                 (Some(a), Some(b)) => writeln!(
                     out,

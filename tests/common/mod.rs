@@ -1,7 +1,9 @@
 #![allow(dead_code)] // each test binary uses part of the helpers
 
 pub mod kid;
+pub mod limited;
 pub mod markers;
+pub mod mutate;
 pub mod observe;
 pub mod pty;
 pub mod workload;
