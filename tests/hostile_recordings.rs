@@ -140,12 +140,9 @@ fn samples_payload(n: u64, written: u64) -> (Vec<u8>, u64) {
 }
 
 struct Run {
-    code: Option<i32>,
-    signal: Option<i32>,
+    ended: common::limited::Ended,
     out: String,
     err: String,
-    max_rss_kb: i64,
-    wall: Duration,
 }
 
 fn read_file(p: &Path) -> String {
@@ -196,14 +193,7 @@ fn run(dir: &Path, args: &[&str], tty: bool) -> Run {
         }
         None => (read_file(&outp), read_file(&errp)),
     };
-    Run {
-        code: ended.code,
-        signal: ended.signal,
-        out,
-        err,
-        max_rss_kb: ended.max_rss_kb,
-        wall: ended.wall,
-    }
+    Run { ended, out, err }
 }
 
 struct Case {
@@ -222,17 +212,17 @@ fn dir(name: &str) -> PathBuf {
 
 fn within_bounds(what: &str, r: &Run) {
     assert!(
-        r.signal.is_none(),
+        r.ended.signal.is_none(),
         "{what}: killed by signal {:?}; stderr: {}",
-        r.signal,
+        r.ended.signal,
         r.err
     );
     assert!(
-        r.max_rss_kb < MAX_RSS_KB,
+        r.ended.max_rss_kb < MAX_RSS_KB,
         "{what}: peak RSS {} MB (limit 256)",
-        r.max_rss_kb / 1024
+        r.ended.max_rss_kb / 1024
     );
-    assert!(r.wall < MAX_WALL, "{what}: took {:?}", r.wall);
+    assert!(r.ended.wall < MAX_WALL, "{what}: took {:?}", r.ended.wall);
     assert!(!r.err.contains("panicked"), "{what}: {}", r.err);
 }
 
@@ -273,7 +263,7 @@ fn refused(case: &Case, dir: &Path) {
         let what = format!("{} / {cmd}", case.name);
         let r = run(dir, &args, tty);
         within_bounds(&what, &r);
-        assert_eq!(r.code, Some(1), "{what}: exit status; stderr: {}", r.err);
+        assert_eq!(r.ended.code, Some(1), "{what}: exit status; stderr: {}", r.err);
         let lines: Vec<&str> = r.err.lines().filter(|l| !l.trim().is_empty()).collect();
         assert_eq!(lines.len(), 1, "{what}: one line, not {:?}", r.err);
         let line = lines[0];
@@ -480,7 +470,7 @@ fn truncated_reordered_and_false_frames_stay_bounded() {
         let p = path.to_str().unwrap();
         let r = run(&d, &["report", p, "-g", "comm"], false);
         within_bounds(name, &r);
-        assert_eq!(r.code, Some(0), "{name}: {}", r.err);
+        assert_eq!(r.ended.code, Some(0), "{name}: {}", r.err);
         assert!(r.err.contains(warns), "{name}: warnings {}", r.err);
         let counted = r
             .out

@@ -299,14 +299,16 @@ pub fn mutate(seed_file: &[u8], seed: u64, others: &[Vec<u8>]) -> Vec<u8> {
             if parts.frames[k].kind == KIND_SESSION && n > 1 && r.below(8) != 0 {
                 k = 1 + pick(&mut r, n - 1);
             }
-            let donors: Vec<Vec<u8>> = parts
+            // Taken out while it changes, so the other payloads lend bytes uncopied.
+            let mut p = std::mem::take(&mut parts.frames[k].payload);
+            let donors: Vec<&[u8]> = parts
                 .frames
                 .iter()
                 .chain(&donor_frames)
-                .map(|f| f.payload.clone())
+                .map(|f| f.payload.as_slice())
                 .collect();
-            let donors: Vec<&[u8]> = donors.iter().map(Vec::as_slice).collect();
-            mutate_payload(&mut r, &mut parts.frames[k].payload, &donors);
+            mutate_payload(&mut r, &mut p, &donors);
+            parts.frames[k].payload = p;
         }
     }
     let mut out = join(&parts);
