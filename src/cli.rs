@@ -100,6 +100,10 @@ pub struct SamplingArgs {
     /// On-CPU profile rate per CPU, for the stacks of running threads (0: off).
     #[arg(long, value_name = "HZ", default_value_t = crate::sampler::DEFAULT_PROFILE_HZ, value_parser = parse_profile_hz)]
     pub profile_hz: u32,
+    /// Do not name the file or path each thread's syscall works on (the
+    /// `filename` column shows '?').
+    #[arg(long)]
+    pub no_file_names: bool,
 }
 
 impl SamplingArgs {
@@ -112,6 +116,7 @@ impl SamplingArgs {
             user_stacks: !self.no_user_stacks,
             unwind: self.unwind,
             profile_hz: self.profile_hz,
+            file_names: !self.no_file_names,
         }
     }
 }

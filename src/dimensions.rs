@@ -6,7 +6,7 @@ pub mod stack;
 
 use std::sync::Arc;
 
-use crate::model::{Snapshot, Syscall, ThreadSample};
+use crate::model::{Snapshot, Syscall, Target, ThreadSample};
 use crate::value::Value;
 
 pub type Extract = fn(&Snapshot, &ThreadSample) -> Value;
@@ -208,6 +208,20 @@ pub static DIMENSIONS: &[Dimension] = &[
         arg(s, 5)
     }),
     dim(
+        "filename",
+        false,
+        "The file the current system call works on: the path behind its descriptor argument, \
+         resolved in the kernel from the thread's own file table ('/data/x (deleted)' once \
+         unlinked, 'pipe:[ino]', 'socket:[ino]', 'anon_inode:[eventpoll]', 'memfd:name' for \
+         anonymous files), or its path argument as passed; '-' outside a system call with either, \
+         '?' where it could not be resolved.",
+        |_, s| match (&s.syscall, s.target.as_deref()) {
+            (Syscall::Unknown, _) | (_, Some(Target::Unresolved)) => Value::Unknown,
+            (_, Some(Target::File(f))) => Value::Text(f.clone()),
+            (_, None) => Value::Missing,
+        },
+    ),
+    dim(
         "kstack_top",
         false,
         "Innermost kernel function below the scheduler (like wchan): what an off-CPU thread waits in; \
@@ -398,6 +412,22 @@ mod tests {
         for d in ["ustack_top", "ustack", "ustack_hash", "stack", "stack_hash"] {
             assert_eq!(v(d, &run), "-", "{d}: no stacks in the fixture's running thread");
         }
+    }
+
+    #[test]
+    fn filename_tells_none_from_unknown() {
+        use crate::model::fixture::{sample, snapshot};
+        use crate::model::State;
+        let snap = snapshot(0, vec![]);
+        let v = |s: &ThreadSample| find("filename").unwrap().value(&snap, s).to_string();
+        let mut s = sample(1, 1, "db", State::Disk, Some(17));
+        assert_eq!(v(&s), "/var/lib/db/base/16384/2619");
+        s.target = Some(Arc::new(Target::Unresolved));
+        assert_eq!(v(&s), "?");
+        s.target = None;
+        assert_eq!(v(&s), "-");
+        s.syscall = Syscall::Unknown;
+        assert_eq!(v(&s), "?", "a running thread's syscall is not known");
     }
 
     #[test]

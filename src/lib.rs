@@ -14,6 +14,7 @@ pub mod output;
 pub mod recording;
 pub mod sampler;
 pub mod symbols;
+pub mod target;
 pub mod ui;
 pub mod unwind;
 pub mod value;

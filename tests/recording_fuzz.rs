@@ -260,6 +260,7 @@ fn seeds(dir: &Path) -> Vec<Vec<u8>> {
         "assets/demo.xtop",
         "src/recording/testdata/v1.xtop",
         "src/recording/testdata/v2.xtop",
+        "src/recording/testdata/v3.xtop",
     ]
     .iter()
     .map(|p| fs::read(root.join(p)).unwrap())

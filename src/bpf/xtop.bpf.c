@@ -100,11 +100,36 @@ struct {
 	__type(value, struct stack_copy);
 } stackwin SEC(".maps");
 
+/* A sample's file record (see resolve_target). */
+struct tgt_buf {
+	char b[XTOP_TGT_BYTES];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tgt_buf);
+} tgtbuf SEC(".maps");
+
+/* Which argument of each syscall names a file (TA_*), set before load from
+ * src/target/args.rs: the numbers are the architecture's, the list is not. */
+const volatile __u8 sc_target[XTOP_NR_SYSCALLS];
+
+#ifndef bpf_ksym_exists
+#define bpf_ksym_exists(sym) (!!&(sym))
+#endif
+extern void bpf_rcu_read_lock(void) __ksym;
+extern void bpf_rcu_read_unlock(void) __ksym;
+extern int bpf_copy_from_user_task_str(void *dst, __u32 dst__sz, const void *unsafe_ptr__ign,
+				       struct task_struct *tsk, __u64 flags) __ksym __weak;
+
 /* Runtime switches, written by userspace through the mmapped .bss. */
 volatile bool cfi_windows;   /* off-CPU user stacks as windows for CFI (else a frame-pointer walk here) */
 volatile bool emit_all;      /* also report sleeping / idle / parked threads */
 volatile bool user_stacks;   /* walk user stacks (off-CPU at pass time, on-CPU in the profile) */
 volatile bool pid_filter_on;
+volatile bool resolve_targets; /* name the file or path each syscall works on */
 volatile __u32 pass_gen;     /* incremented by userspace before each pass */
 __u64 pass_now_ns;            /* clocks read at the first thread of a pass */
 __u64 pass_now_rq;
@@ -532,6 +557,243 @@ static __always_inline void offcpu_stacks(struct task_struct *task, struct threa
 	}
 }
 
+/* Filesystem magics of anonymous files whose dentry name tells their kind. */
+#define PIPEFS_MAGIC 0x50495045
+#define SOCKFS_MAGIC 0x534F434B
+
+/* State of a walk up a file's dentries (walk_step). */
+struct walk {
+	struct dentry *d;
+	struct dentry *root; /* the root of mount m */
+	struct mount *m;
+	__u32 off;           /* bytes of names written */
+	__u8 flags;          /* TF_* */
+	__u8 failed;
+	__u8 done;
+};
+
+/* One step up: a dentry's name, or the crossing of a mount point. A
+ * bpf_loop() callback, so the verifier checks one step, not every depth. */
+static long walk_step(__u32 i, struct walk *w)
+{
+	/* Locals: a CO-RE read through w-> would relocate struct walk too. */
+	struct dentry *d = w->d, *parent;
+	struct mount *m = w->m, *mp;
+	struct tgt_buf *b;
+	__u32 zero = 0;
+	long n;
+
+	if (d == w->root) {
+		mp = BPF_CORE_READ(m, mnt_parent);
+		if (mp == m || !mp) {
+			w->done = 1; /* the root of the thread's mount tree */
+			return 1;
+		}
+		w->d = BPF_CORE_READ(m, mnt_mountpoint);
+		w->m = mp;
+		w->root = BPF_CORE_READ(mp, mnt.mnt_root);
+		return 0;
+	}
+	b = bpf_map_lookup_elem(&tgtbuf, &zero);
+	if (!b || !d) {
+		w->failed = 1;
+		return 1;
+	}
+	if (w->off >= XTOP_TGT_SPAN) {
+		w->flags |= TF_LONG;
+		w->done = 1;
+		return 1;
+	}
+	n = bpf_probe_read_kernel_str(&b->b[w->off & (XTOP_TGT_SPAN - 1)], XTOP_NAME_BYTES,
+				      BPF_CORE_READ(d, d_name.name));
+	if (n <= 0) {
+		w->failed = 1;
+		return 1;
+	}
+	w->off += n;
+	parent = BPF_CORE_READ(d, d_parent);
+	if (parent == d || !parent) {
+		w->flags |= TF_PSEUDO;
+		w->done = 1;
+		return 1;
+	}
+	w->d = parent;
+	return 0;
+}
+
+/* The names of a file's dentries up to the root of the thread's mount tree,
+ * leaf first, as NUL-terminated strings in the file record; mount points are
+ * crossed as d_path() does, with nothing locked beyond RCU. */
+static __always_inline void walk_dentries(struct file *f, struct task_sample *r)
+{
+	struct vfsmount *vm = BPF_CORE_READ(f, f_path.mnt);
+	struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
+	struct walk w = {
+		.d = d,
+		.m = container_of(vm, struct mount, mnt),
+		.root = BPF_CORE_READ(vm, mnt_root),
+	};
+
+	r->tgt_magic = BPF_CORE_READ(d, d_sb, s_magic);
+	/* An unlinked file: its dentry left the hash table, and it is no root. */
+	if (!BPF_CORE_READ(d, d_hash.pprev) && BPF_CORE_READ(d, d_parent) != d)
+		w.flags |= TF_DELETED;
+	bpf_loop(XTOP_PATH_DEPTH, walk_step, &w, 0);
+	if (w.failed)
+		return;
+	if (!w.done)
+		w.flags |= TF_LONG;
+	r->tgt_kind = TK_DENTRY;
+	r->tgt_flags = w.flags;
+	r->tgt_len = w.off;
+}
+
+/* The file open as descriptor fd in the thread's own file table, read under
+ * RCU as the kernel's fd lookup does (tables and files are freed after a
+ * grace period): what /proc/PID/fd would show, without its race with close. */
+static __always_inline void resolve_fd(struct task_struct *task, int fd, struct task_sample *r,
+				       struct tgt_buf *b)
+{
+	struct files_struct *files;
+	struct fdtable *fdt;
+	struct file **fds, *f = NULL;
+
+	r->tgt_kind = TK_FAIL;
+	r->tgt_fd = fd;
+	bpf_rcu_read_lock();
+	files = BPF_CORE_READ(task, files);
+	fdt = files ? BPF_CORE_READ(files, fdt) : NULL;
+	if (fdt && fd < BPF_CORE_READ(fdt, max_fds)) {
+		fds = BPF_CORE_READ(fdt, fd);
+		bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
+	}
+	if (f) {
+		r->tgt_ino = BPF_CORE_READ(f, f_inode, i_ino);
+		walk_dentries(f, r);
+	}
+	bpf_rcu_read_unlock();
+}
+
+/* A path argument, as the thread passed it. */
+static __always_inline void copy_path_arg(struct task_struct *task, __u64 ptr, struct task_sample *r,
+					  struct tgt_buf *b)
+{
+	long n = -1;
+	__u64 len;
+
+	r->tgt_kind = TK_FAIL;
+	if (!ptr)
+		return;
+	if (bpf_ksym_exists(bpf_copy_from_user_task_str)) {
+		n = bpf_copy_from_user_task_str(b->b, XTOP_TGT_SPAN, (void *)ptr, task, 0);
+	} else {
+		/* Older kernels: what lies in the argument's own page (a copy
+		 * fails whole at an unmapped byte); userspace finds the NUL. */
+		len = 4096 - (ptr & 4095);
+		if (len > XTOP_TGT_SPAN)
+			len = XTOP_TGT_SPAN;
+		barrier_var(len);
+		if (len && !bpf_copy_from_user_task(b->b, len, (void *)ptr, task, 0))
+			n = len;
+	}
+	if (n > 0 && n <= XTOP_TGT_SPAN) {
+		r->tgt_kind = TK_USTR;
+		r->tgt_len = n;
+	}
+}
+
+/* The one descriptor a poll or select call waits on, or -1 (several, none,
+ * or unreadable: a name would then pick one arbitrarily). */
+static __always_inline int waited_fd(struct task_struct *task, __u8 how, __u64 *args)
+{
+	__u64 set = 0, w = 0;
+	int fd = -1;
+
+	if (how == TA_POLL) {
+		if (args[1] != 1 || bpf_copy_from_user_task(&fd, sizeof(fd), (void *)args[0], task, 0))
+			return -1;
+		return fd;
+	}
+	if (!args[0] || args[0] > 64)
+		return -1;
+	/* The first word of each set: the kernel reads no more for nfds <= 64. */
+	if (args[1] && bpf_copy_from_user_task(&w, sizeof(w), (void *)args[1], task, 0))
+		return -1;
+	set = w;
+	w = 0;
+	if (args[2] && bpf_copy_from_user_task(&w, sizeof(w), (void *)args[2], task, 0))
+		return -1;
+	set |= w;
+	if (args[0] < 64)
+		set &= (1ULL << args[0]) - 1;
+	if (!set || (set & (set - 1)))
+		return -1;
+	/* The index of the one bit (BPF has no count-trailing-zeros). */
+	fd = 0;
+	if (set >> 32) { fd += 32; set >>= 32; }
+	if (set >> 16) { fd += 16; set >>= 16; }
+	if (set >> 8) { fd += 8; set >>= 8; }
+	if (set >> 4) { fd += 4; set >>= 4; }
+	if (set >> 2) { fd += 2; set >>= 2; }
+	if (set >> 1)
+		fd += 1;
+	return fd;
+}
+
+/* The file the thread's current syscall works on: the one behind its
+ * descriptor argument, or its path argument (sc_target says which). The
+ * syscall is chosen as userspace does (src/sampler/decode.rs, syscall_of). */
+static __always_inline void resolve_target(struct task_struct *task, struct task_sample *r,
+					   struct tgt_buf *b)
+{
+	__u64 *args;
+	__u8 how, a;
+	__s32 nr;
+	int fd;
+
+	r->tgt_fd = -1;
+	if (r->flags & XF_KTHREAD)
+		return;
+	if (r->flags & XF_SC_TRACKED) {
+		if (!(r->flags & XF_IN_SYSCALL))
+			return;
+		nr = r->sc_nr;
+		args = r->sc_args;
+	} else if (r->flags & XF_REGS_VALID) {
+		nr = r->regs_nr;
+		args = r->regs_args;
+	} else {
+		return;
+	}
+	if (nr < 0 || nr >= XTOP_NR_SYSCALLS)
+		return;
+	how = sc_target[nr];
+	a = how & 7;
+	if (!how || a > 5)
+		return;
+	if (!resolve_targets) {
+		r->tgt_kind = TK_FAIL; /* not asked to: unknown, not "no file" */
+		return;
+	}
+	switch (how & 0xf0) {
+	case TA_FD:
+		fd = args[a];
+		break;
+	case TA_PATH:
+		copy_path_arg(task, args[a], r, b);
+		return;
+	case TA_POLL:
+	case TA_SELECT:
+		fd = waited_fd(task, how & 0xf0, args);
+		break;
+	default:
+		return;
+	}
+	/* Negative: no file (an anonymous mmap, AT_FDCWD) or not a descriptor. */
+	if (fd >= 0)
+		resolve_fd(task, fd, r, b);
+}
+
 SEC("iter.s/task")
 int dump_tasks(struct bpf_iter__task *ctx)
 {
@@ -540,10 +802,11 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	struct thread_state *s;
 	struct task_sample *r;
 	struct stack_copy *w;
+	struct tgt_buf *b;
 	__u32 zero = 0, tgid, state, exit_state;
 	unsigned int pflags;
 	bool user;
-	__u32 klen, ulen, wlen;
+	__u32 klen, ulen, wlen, tlen;
 
 	if (!task)
 		return 0;
@@ -572,6 +835,7 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	__builtin_memset(r, 0, offsetof(struct task_sample, kstack));
 
 	w = bpf_map_lookup_elem(&stackwin, &zero);
+	b = bpf_map_lookup_elem(&tgtbuf, &zero);
 	pflags = task->flags;
 	r->now_ns = pass_now_ns;
 	r->now_rq = pass_now_rq;
@@ -588,6 +852,7 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	r->cpu = BPF_CORE_READ(task, thread_info.cpu);
 	r->regs_nr = -1;
 	r->sc_nr = -1;
+	r->tgt_fd = -1;
 	bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), task->comm);
 	bpf_probe_read_kernel_str(r->pcomm, sizeof(r->pcomm), BPF_CORE_READ(task, group_leader, comm));
 	if (task->on_cpu)
@@ -618,6 +883,10 @@ int dump_tasks(struct bpf_iter__task *ctx)
 			read_user_regs(task, r);
 		offcpu_stacks(task, s, r, w, user);
 	}
+	/* Every pass, even for a thread that has not run since the previous
+	 * one: a rename or unlink elsewhere changes its file's name meanwhile. */
+	if (b && !exit_state)
+		resolve_target(task, r, b);
 	/* Negative: the unwinder failed; either way nothing follows the header. */
 	if (r->kstack_len < 0 || r->kstack_len > sizeof(r->kstack))
 		r->kstack_len = 0;
@@ -643,5 +912,11 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	barrier_var(wlen);
 	if (wlen && w)
 		bpf_seq_write(seq, w->b, wlen);
+	tlen = r->tgt_len;
+	if (tlen > XTOP_TGT_BYTES)
+		tlen = 0;
+	barrier_var(tlen);
+	if (tlen && b)
+		bpf_seq_write(seq, b->b, tlen);
 	return 0;
 }

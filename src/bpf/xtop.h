@@ -11,6 +11,32 @@
  * userspace. With the rest of a record it must fit the iterator's 32 KiB
  * seq_file buffer. */
 #define XTOP_UWIN_BYTES 16384
+/* The file record of a sample (src/target): path components are written at
+ * offsets below XTOP_TGT_SPAN (a mask + 1), each at most XTOP_NAME_BYTES with
+ * its NUL; a path argument takes at most XTOP_TGT_SPAN bytes. */
+#define XTOP_TGT_SPAN 1024
+#define XTOP_NAME_BYTES 256
+#define XTOP_TGT_BYTES (XTOP_TGT_SPAN + XTOP_NAME_BYTES)
+#define XTOP_PATH_DEPTH 32 /* dentries and mount crossings walked up from a file */
+#define XTOP_NR_SYSCALLS 512 /* size of the syscall-to-argument table */
+
+/* task_sample.tgt_kind: what the file record holds */
+#define TK_NONE   0 /* the syscall has no descriptor or path argument */
+#define TK_FAIL   1 /* it has one, which could not be resolved */
+#define TK_DENTRY 2 /* NUL-terminated names from the file's dentry up, leaf first */
+#define TK_USTR   3 /* the path argument as the thread passed it */
+
+/* task_sample.tgt_flags */
+#define TF_DELETED 1 /* the file was unlinked */
+#define TF_LONG    2 /* the walk stopped at its depth or size limit, below the root */
+#define TF_PSEUDO  4 /* it ended at a dentry that is its own parent but no mount's
+		      * root: an anonymous file (pipe, socket, anon inode, memfd) */
+
+/* sc_target[nr]: which argument of syscall nr names a file (src/target/args.rs) */
+#define TA_FD     0x10 /* | argument index: a descriptor */
+#define TA_PATH   0x20 /* | argument index: a path in the thread's memory */
+#define TA_POLL   0x30 /* poll, ppoll: the descriptor of a one-entry pollfd array */
+#define TA_SELECT 0x40 /* select, pselect6: the only descriptor in the read and write sets */
 
 /* flags in task_sample.flags */
 #define XF_ON_CPU        (1 << 0) /* task->on_cpu: currently on a CPU */
@@ -73,10 +99,18 @@ struct task_sample {
 	__s32 kstack_len;      /* bytes of kstack filled, <0 on error */
 	__s32 ustack_len;      /* bytes of ustack filled */
 	__s32 uwin_len;        /* bytes of user stack window, from uregs[1] up */
+	__u64 tgt_ino;         /* inode number of the syscall's file (TK_DENTRY) */
+	__u32 tgt_magic;       /* s_magic of its filesystem (TK_DENTRY) */
+	__s32 tgt_fd;          /* the descriptor resolved, -1: none */
+	__u32 tgt_len;         /* bytes of file record after the window */
+	__u8 tgt_kind;         /* TK_* */
+	__u8 tgt_flags;        /* TF_* */
+	__u16 tgt_pad;
 	char comm[XTOP_COMM_LEN];
 	char pcomm[XTOP_COMM_LEN];
 	/* Written after the header: kstack_len bytes of kstack, ustack_len of
-	 * ustack, then uwin_len bytes of stack window (kept in its own map). */
+	 * ustack, uwin_len bytes of stack window (kept in its own map), then
+	 * tgt_len bytes of file record (likewise). */
 	__u64 kstack[XTOP_KSTACK_DEPTH];
 	__u64 ustack[XTOP_USTACK_DEPTH]; /* leaf first: ip, then return addresses */
 };

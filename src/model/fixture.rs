@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Arch, PassCost, Process, Snapshot, Stack, State, Syscall, ThreadIdent, ThreadSample};
+use super::{Arch, PassCost, Process, Snapshot, Stack, State, Syscall, Target, ThreadIdent, ThreadSample};
 
 /// 2026-11-29T12:00:00Z: fixed so rendered fixtures do not change.
 pub const T0_NS: u64 = 1_795_953_600_000_000_000;
@@ -62,6 +62,15 @@ pub fn sample(tid: u32, tgid: u32, comm: &str, state: State, nr: Option<u32>) ->
                 top: 0,
             })
         }),
+        target: nr.and_then(|nr| target_of(comm, nr)).map(Arc::new),
+    }
+}
+
+/// A file for the fixture's syscalls that take a descriptor (x86_64 numbers).
+fn target_of(comm: &str, nr: u32) -> Option<Target> {
+    match nr {
+        0 | 17 => Some(Target::File(format!("/var/lib/{comm}/base/16384/2619").into())),
+        _ => None,
     }
 }
 

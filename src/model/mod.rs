@@ -148,6 +148,18 @@ pub struct ThreadIdent {
     pub kthread: bool,
 }
 
+/// What a thread's current syscall works on (`ThreadSample::target`): the file
+/// behind its descriptor argument, or its path argument.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// The syscall has such an argument, but the kernel side could not resolve
+    /// it (a descriptor no longer open, unreadable memory).
+    Unresolved,
+    /// A path (`/var/lib/pg/base/1/1259`), a path argument as passed, or an
+    /// anonymous file's kind (`pipe:[123]`, `anon_inode:[eventpoll]`).
+    File(Arc<str>),
+}
+
 /// One thread at one instant.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ThreadSample {
@@ -171,6 +183,9 @@ pub struct ThreadSample {
     pub kstack: Option<Arc<Stack>>,
     /// User stack, from the same instant as `kstack` (frame-pointer walk).
     pub ustack: Option<Arc<Stack>>,
+    /// The file the current syscall works on; None outside a syscall with a
+    /// descriptor or path argument (or when not resolved at all).
+    pub target: Option<Arc<Target>>,
 }
 
 impl ThreadSample {

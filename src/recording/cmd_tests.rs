@@ -197,7 +197,18 @@ fn xcapture_export_layout() {
     assert_eq!((disk[13], disk[14], disk[15]), ("1500000", "42", ""));
     assert_eq!(disk[12], crate::value::format_local_time(T0_NS - 1_500_000));
     assert_eq!(&disk[16..19], ["0x3", "0x7ffd0000", "0x1000"]);
-    assert_eq!(&disk[22..28], ["", "", "", "", "0xfeed", "0xbeef"]);
+    // FILENAME from the registry's `filename`, quoted like all free text.
+    assert_eq!(
+        &disk[22..28],
+        [
+            "'/var/lib/postgres/base/16384/2619'",
+            "",
+            "",
+            "",
+            "0xfeed",
+            "0xbeef"
+        ]
+    );
     assert_eq!(
         &rows[0][26..28],
         ["", ""],

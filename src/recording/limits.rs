@@ -70,6 +70,11 @@ pub fn snapshot_cost(samples: usize) -> u64 {
         + samples * std::mem::size_of::<crate::model::ThreadSample>()) as u64
 }
 
+/// A syscall target (file name), shared by the samples that have it.
+pub fn target_cost() -> u64 {
+    (std::mem::size_of::<crate::model::Target>() as u64) + ENTRY
+}
+
 pub fn ident_cost() -> u64 {
     (std::mem::size_of::<crate::model::ThreadIdent>() as u64) + ENTRY
 }

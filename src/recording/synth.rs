@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::model::{
-    Arch, PassCost, Process, Session, Snapshot, Stack, State, Syscall, ThreadIdent, ThreadSample,
+    Arch, PassCost, Process, Session, Snapshot, Stack, State, Syscall, Target, ThreadIdent, ThreadSample,
 };
 
 /// xorshift64*: tiny, seedable, good enough for test data and fuzzing.
@@ -143,6 +143,14 @@ pub fn workload(threads: u32, snapshots: u64, interval: Duration, seed: u64) -> 
             })
         })
         .collect();
+    // What the disk readers read.
+    let files: Vec<Arc<Target>> = (0..4)
+        .map(|k| {
+            Arc::new(Target::File(
+                format!("/var/lib/db/base/16384/{}", 2600 + k).into(),
+            ))
+        })
+        .collect();
     // (role, thread): the role (i % 10) decides how the thread behaves.
     let mut live: Vec<(u32, ThreadSample)> = (0..threads)
         .map(|i| {
@@ -180,6 +188,7 @@ pub fn workload(threads: u32, snapshots: u64, interval: Duration, seed: u64) -> 
                 waker_tid: Some(1),
                 kstack: blocked.then(|| stacks[1].clone()),
                 ustack: Some(ustacks[if blocked { 0 } else { 1 }].clone()),
+                target: None,
             };
             (i % 10, t)
         })
@@ -248,6 +257,7 @@ pub fn workload(threads: u32, snapshots: u64, interval: Duration, seed: u64) -> 
                         };
                         s.kstack =
                             (s.state == State::Disk).then(|| stacks[rng.below(2) as usize * 3].clone());
+                        s.target = (s.state == State::Disk).then(|| files[i % files.len()].clone());
                         s.ustack = Some(ustacks[3].clone());
                         s.since_offcpu_ns = Some(rng.below(2_000_000));
                         s.since_oncpu_ns = Some(rng.below(1_000_000));

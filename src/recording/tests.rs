@@ -63,6 +63,12 @@ pub(crate) fn varied() -> Vec<Snapshot> {
         frames: vec!["spin".into(), crate::model::TRUNCATED.into()],
         top: 0,
     }));
+    // Files: unresolved, then another name (renamed, deleted), then none.
+    snaps[10].samples[1].target = Some(Arc::new(crate::model::Target::Unresolved));
+    snaps[11].samples[1].target = Some(Arc::new(crate::model::Target::File(
+        "/tmp/ünï code (deleted)".into(),
+    )));
+    snaps[12].samples[1].target = None;
     snaps[7].arch = Arch::Aarch64;
     snaps[7].interval = Duration::from_millis(250);
     snaps[8].dropped = 3;
@@ -133,6 +139,7 @@ fn reads_the_version_1_golden_file() {
     let mut want = varied();
     for s in want.iter_mut().flat_map(|n| n.samples.iter_mut()) {
         s.ustack = None;
+        s.target = None;
     }
     assert_eq!(golden(1).snapshots, want);
 }
@@ -145,6 +152,22 @@ fn reads_the_version_2_golden_file() {
         .snapshots
         .iter()
         .any(|n| n.samples.iter().any(|s| s.ustack.is_some())));
+    let mut want = varied();
+    for s in want.iter_mut().flat_map(|n| n.samples.iter_mut()) {
+        s.target = None;
+    }
+    assert_eq!(r.snapshots, want);
+}
+
+/// Version 3 added the file each syscall works on.
+#[test]
+fn reads_the_version_3_golden_file() {
+    let r = golden(3);
+    let named = |t: &crate::model::Target| matches!(t, crate::model::Target::File(_));
+    assert!(r
+        .snapshots
+        .iter()
+        .any(|n| n.samples.iter().any(|s| s.target.as_deref().is_some_and(named))));
     assert_eq!(r.snapshots, varied());
 }
 
@@ -408,13 +431,13 @@ fn decoder_refuses_unknown_sample_fields() {
     };
     let mut out = Vec::new();
     let err = codec::Decoder::default()
-        .decode(&payload(1 << 14), &mut out, &mut limits::Budget::new())
+        .decode(&payload(1 << 15), &mut out, &mut limits::Budget::new())
         .unwrap_err();
     assert!(err.to_string().contains("unknown"), "{err}");
     // The same bytes with a known bit get past the mask (and fail later, on
     // the undefined thread), so the refusal above is the mask check's.
     let err = codec::Decoder::default()
-        .decode(&payload(1 << 13), &mut out, &mut limits::Budget::new())
+        .decode(&payload(1 << 14), &mut out, &mut limits::Budget::new())
         .unwrap_err();
     assert!(err.to_string().contains("thread 7 used before"), "{err}");
 }

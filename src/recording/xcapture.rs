@@ -48,7 +48,7 @@ const SAMPLE_COLUMNS: &[(&str, Src)] = &[
     ("SYSC_ARG4", Src::Dim("sysc_arg4", false)),
     ("SYSC_ARG5", Src::Dim("sysc_arg5", false)),
     ("SYSC_ARG6", Src::Dim("sysc_arg6", false)),
-    ("FILENAME", Src::Empty),
+    ("FILENAME", Src::Dim("filename", true)),
     ("CONNECTION", Src::Empty),
     ("CONN_STATE", Src::Empty),
     ("EXTRA_INFO", Src::Empty),

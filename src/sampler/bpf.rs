@@ -60,9 +60,12 @@ impl<'obj> Bpf<'obj> {
     pub fn load(storage: &'obj mut MaybeUninit<OpenObject>, opts: &SamplerOptions) -> Result<Self> {
         silence_libbpf();
         let track_syscalls = opts.track_syscalls;
-        let open = XtopSkelBuilder::default()
+        let mut open = XtopSkelBuilder::default()
             .open(storage)
             .context("cannot open the BPF object")?;
+        if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
+            ro.sc_target = crate::target::args::table(crate::model::Arch::native());
+        }
         let mut skel = open
             .load()
             .context("the kernel refused xtop's BPF programs (XTOP_DEBUG=1 shows libbpf's log)")?;
@@ -125,6 +128,7 @@ impl<'obj> Bpf<'obj> {
         if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
             bss.user_stacks = opts.user_stacks;
             bss.cfi_windows = opts.unwind == super::Unwind::Cfi;
+            bss.resolve_targets = opts.file_names;
         }
         let iter_link = skel
             .progs

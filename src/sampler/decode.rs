@@ -5,8 +5,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::model::{Stack, State, Syscall, ThreadSample};
+use crate::model::{Stack, State, Syscall, Target, ThreadSample};
 use crate::symbols::{KernelSymbols, UserSymbols};
+use crate::target::name::{self, Interner, TGT_BYTES};
 use crate::unwind::{End, Regs, Window};
 
 use super::procinfo::{ProcCache, RawIdent};
@@ -45,11 +46,21 @@ fn read_stack(buf: &[u8], len: i32, out: &mut [u64; 32], what: &str, off: usize)
     Ok(bytes)
 }
 
+/// The variable-length parts of a record, as slices of the iterator's buffer.
+#[derive(Clone, Copy, Default)]
+pub struct Tail<'a> {
+    /// The user stack window, from `uregs[1]` up.
+    pub window: &'a [u8],
+    /// The file record (`target::name`).
+    pub target: &'a [u8],
+}
+
 /// Splits the iterator's byte stream into records. A record is a fixed header
 /// followed by `kstack_len` bytes of kernel stack, `ustack_len` bytes of user
-/// stack and `uwin_len` bytes of user stack window (passed on as a slice of
-/// `buf`, never copied); a short tail is reported, not guessed.
-pub fn parse_records(buf: &[u8], mut f: impl FnMut(&RawSample, &[u8])) -> Result<usize, String> {
+/// stack, `uwin_len` bytes of user stack window and `tgt_len` bytes of file
+/// record (passed on as slices of `buf`, never copied); a short tail is
+/// reported, not guessed.
+pub fn parse_records(buf: &[u8], mut f: impl FnMut(&RawSample, Tail)) -> Result<usize, String> {
     let mut off = 0;
     let mut n = 0;
     let mut rec = RawSample::default();
@@ -74,7 +85,12 @@ pub fn parse_records(buf: &[u8], mut f: impl FnMut(&RawSample, &[u8])) -> Result
             .get(off..off + wlen)
             .ok_or_else(|| format!("truncated user stack window at byte {off}"))?;
         off += wlen;
-        f(&rec, window);
+        let tlen = (rec.tgt_len as usize).min(TGT_BYTES);
+        let target = buf
+            .get(off..off + tlen)
+            .ok_or_else(|| format!("truncated file record at byte {off}"))?;
+        off += tlen;
+        f(&rec, Tail { window, target });
         n += 1;
     }
     Ok(n)
@@ -131,6 +147,8 @@ fn since(now: u64, then: u64, seen: bool) -> Option<u64> {
 pub struct StackMemo {
     prev: HashMap<u32, Stacks>,
     cur: HashMap<u32, Stacks>,
+    /// One Arc per distinct file name, from pass to pass.
+    targets: Interner,
 }
 
 type Stacks = (Option<Arc<Stack>>, Option<Arc<Stack>>);
@@ -140,6 +158,25 @@ impl StackMemo {
     pub fn end_pass(&mut self) {
         std::mem::swap(&mut self.prev, &mut self.cur);
         self.cur.clear();
+        self.targets.trim();
+    }
+
+    /// The file a record's syscall works on, resolved by the kernel side in
+    /// this pass (never kept from an earlier one: a rename elsewhere changes
+    /// the name of a file a sleeping thread reads). Only inside a syscall: a
+    /// stopped thread's registers still name its last one.
+    fn target(&mut self, r: &RawSample, record: &[u8], syscall: &Syscall) -> Option<Arc<Target>> {
+        if !matches!(syscall, Syscall::In { .. }) {
+            return None;
+        }
+        let raw = name::Raw {
+            kind: r.tgt_kind,
+            flags: r.tgt_flags,
+            magic: r.tgt_magic,
+            ino: r.tgt_ino,
+            bytes: record,
+        };
+        name::target(&raw).map(|t| self.targets.get(t))
     }
 
     /// Kernel and user stacks of a record (and its user stack window, if any).
@@ -191,13 +228,15 @@ pub struct Ctx<'a> {
     pub memo: &'a mut StackMemo,
 }
 
-pub fn decode(r: &RawSample, window: &[u8], ctx: &mut Ctx) -> ThreadSample {
+pub fn decode(r: &RawSample, tail: Tail, ctx: &mut Ctx) -> ThreadSample {
     let on_cpu = r.flags & XF_ON_CPU != 0;
     let kthread = r.flags & XF_KTHREAD != 0;
     let as_bytes = |c: &[i8; 16]| c.map(|b| b as u8);
     let switch_seen = r.flags & XF_SEEN_SWITCH != 0;
     let wakeup_seen = r.flags & XF_SEEN_WAKEUP != 0;
-    let (kstack, ustack) = ctx.memo.stacks(r, window, ctx.syms, ctx.usyms);
+    let (kstack, ustack) = ctx.memo.stacks(r, tail.window, ctx.syms, ctx.usyms);
+    let syscall = syscall_of(r);
+    let target = ctx.memo.target(r, tail.target, &syscall);
     let raw = RawIdent {
         tid: r.tid,
         tgid: r.tgid,
@@ -212,7 +251,7 @@ pub fn decode(r: &RawSample, window: &[u8], ctx: &mut Ctx) -> ThreadSample {
         ident: ctx.procs.ident(raw, &as_bytes(&r.pcomm)),
         cpu: r.cpu.max(0) as u32,
         state: State::decode(r.state, r.exit_state, on_cpu),
-        syscall: syscall_of(r),
+        syscall,
         since_offcpu_ns: since(r.now_rq, r.offcpu_rq, switch_seen && !on_cpu),
         since_oncpu_ns: since(r.now_rq, r.last_arrival_rq, true),
         voluntary: (switch_seen && r.offcpu_rq != 0).then_some(r.flags & XF_VOLUNTARY != 0),
@@ -220,6 +259,7 @@ pub fn decode(r: &RawSample, window: &[u8], ctx: &mut Ctx) -> ThreadSample {
         waker_tid: wakeup_seen.then_some(r.waker_tid),
         kstack,
         ustack,
+        target,
     }
 }
 
@@ -302,6 +342,7 @@ mod tests {
         let mut d = raw(0);
         d.tid = 4;
         d.uwin_len = 5;
+        d.tgt_len = 3;
         let mut buf = bytes(&a, HEADER_LEN);
         buf.extend(bytes(&b, HEADER_LEN + 16));
         buf.extend(b.ustack[..3].iter().flat_map(|x| x.to_ne_bytes()));
@@ -310,22 +351,30 @@ mod tests {
         let c_end = buf.len();
         buf.extend(bytes(&d, HEADER_LEN));
         buf.extend(b"stack");
+        buf.extend(b"f\0/");
         let mut seen = vec![];
-        let r = parse_records(&buf, |r, w| {
-            seen.push((r.tid, r.kstack[..2].to_vec(), r.ustack[..3].to_vec(), w.to_vec()))
+        let r = parse_records(&buf, |r, t| {
+            seen.push((
+                r.tid,
+                r.kstack[..2].to_vec(),
+                r.ustack[..3].to_vec(),
+                t.window.to_vec(),
+                t.target.to_vec(),
+            ))
         });
         assert_eq!(r, Ok(4));
         assert_eq!(
             seen,
             [
-                (1, vec![0, 0], vec![0, 0, 0], vec![]),
-                (2, vec![0xaaaa, 0xbbbb], vec![1, 2, 3], vec![]),
-                (3, vec![0, 0], vec![4, 0, 0], vec![]),
-                (4, vec![0, 0], vec![0, 0, 0], b"stack".to_vec()),
+                (1, vec![0, 0], vec![0, 0, 0], vec![], vec![]),
+                (2, vec![0xaaaa, 0xbbbb], vec![1, 2, 3], vec![], vec![]),
+                (3, vec![0, 0], vec![4, 0, 0], vec![], vec![]),
+                (4, vec![0, 0], vec![0, 0, 0], b"stack".to_vec(), b"f\0/".to_vec()),
             ]
         );
         let cut = |n: usize| parse_records(&buf[..n], |_, _| {});
-        assert!(cut(buf.len() - 1).unwrap_err().contains("window"));
+        assert!(cut(buf.len() - 1).unwrap_err().contains("file record"));
+        assert!(cut(buf.len() - 4).unwrap_err().contains("window"));
         assert!(cut(c_end - 4).unwrap_err().contains("user stack"));
         let b_end = 2 * HEADER_LEN + 16 + 24;
         assert_eq!(cut(b_end), Ok(2));
@@ -357,6 +406,32 @@ mod tests {
         memo.end_pass();
         memo.end_pass(); // a pass without thread 7: nothing left to reuse
         assert_eq!(memo.stacks(&same, &[], &mut syms, &mut usyms), (None, None));
+    }
+
+    #[test]
+    fn targets_are_named_inside_syscalls_only_and_shared() {
+        let mut memo = StackMemo::default();
+        let mut r = raw(XF_SC_TRACKED | XF_IN_SYSCALL);
+        r.tid = 9;
+        r.sc_nr = 0;
+        r.tgt_kind = name::TK_DENTRY;
+        let rec = b"x\0tmp\0";
+        let sc = syscall_of(&r);
+        let t = memo.target(&r, rec, &sc).expect("a file");
+        assert_eq!(*t, Target::File("/tmp/x".into()));
+        assert_eq!(
+            memo.target(&r, rec, &Syscall::None),
+            None,
+            "outside a syscall: none"
+        );
+        memo.end_pass();
+        // Resolved again every pass, whatever XF_STACK_SAME says, and shared.
+        let mut same = r;
+        same.flags |= XF_STACK_SAME;
+        let again = memo.target(&same, rec, &sc).expect("named");
+        assert!(Arc::ptr_eq(&again, &t));
+        r.tgt_kind = name::TK_FAIL;
+        assert_eq!(memo.target(&r, &[], &sc).as_deref(), Some(&Target::Unresolved));
     }
 
     #[test]

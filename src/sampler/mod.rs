@@ -49,6 +49,8 @@ pub struct SamplerOptions {
     pub unwind: Unwind,
     /// On-CPU profile rate per CPU (stacks of running threads); 0: off.
     pub profile_hz: u32,
+    /// Name the file or path each thread's current syscall works on.
+    pub file_names: bool,
 }
 
 /// How off-CPU user stacks are unwound.
@@ -75,6 +77,7 @@ impl Default for SamplerOptions {
             user_stacks: true,
             unwind: Unwind::Cfi,
             profile_hz: DEFAULT_PROFILE_HZ,
+            file_names: true,
         }
     }
 }
@@ -100,6 +103,9 @@ impl SamplerOptions {
         }
         if self.profile_hz != DEFAULT_PROFILE_HZ {
             v.push(format!("--profile-hz {}", self.profile_hz));
+        }
+        if !self.file_names {
+            v.push("--no-file-names".into());
         }
         v.join(" ")
     }
@@ -369,7 +375,7 @@ impl Pass {
             usyms: &mut self.usyms,
             memo: &mut self.memo,
         };
-        decode::parse_records(&self.buf, |r, w| samples.push(decode::decode(r, w, &mut ctx)))
+        decode::parse_records(&self.buf, |r, t| samples.push(decode::decode(r, t, &mut ctx)))
             .map_err(|e| anyhow!("malformed task iterator output: {e}"))?;
         self.memo.end_pass();
         let cost = PassCost {
@@ -418,8 +424,12 @@ mod tests {
         let o = SamplerOptions {
             user_stacks: false,
             profile_hz: 0,
+            file_names: false,
             ..Default::default()
         };
-        assert_eq!(o.describe(), "-i 1s --no-user-stacks --profile-hz 0");
+        assert_eq!(
+            o.describe(),
+            "-i 1s --no-user-stacks --profile-hz 0 --no-file-names"
+        );
     }
 }

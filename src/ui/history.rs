@@ -17,7 +17,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::model::{Snapshot, Stack, State, Syscall, ThreadIdent, ThreadSample};
+use crate::model::{Snapshot, Stack, State, Syscall, Target, ThreadIdent, ThreadSample};
 
 /// An interning key for values the sampler and the recording decoder share as
 /// Arcs (thread identities, stacks): equal by pointer first, then by value, and
@@ -56,6 +56,12 @@ impl KeyHash for Stack {
     }
 }
 
+impl KeyHash for Target {
+    fn key_hash<H: Hasher>(&self, h: &mut H) {
+        self.hash(h);
+    }
+}
+
 /// "None" for the u64/u32 fields below. An absolute time of u64::MAX would
 /// need a `since` larger than the snapshot time: not a real value.
 const NONE_U64: u64 = u64::MAX;
@@ -78,6 +84,7 @@ struct Episode {
     waker: u32,
     kstack: u32,
     ustack: u32,
+    target: u32,
     syscall: u8,
     /// 0 unknown, 1 preempted, 2 voluntary.
     voluntary: u8,
@@ -221,6 +228,7 @@ pub struct History {
     last_episode: Vec<u32>,
     episodes: Episodes,
     stacks: Interner<ArcKey<Stack>>,
+    targets: Interner<ArcKey<Target>>,
     /// Keep snapshots newer than `latest - limit`; None keeps everything (replay).
     limit: Option<Duration>,
     /// Id of `snaps[0]`: ids count every snapshot ever pushed, so caches can
@@ -243,6 +251,7 @@ impl History {
                 live: 0,
             },
             stacks: Interner::new(),
+            targets: Interner::new(),
             limit,
             first_id: 0,
             samples: 0,
@@ -331,6 +340,9 @@ impl History {
                             self.stacks.release(id);
                         }
                     }
+                    if e.target != NONE_U32 {
+                        self.targets.release(e.target);
+                    }
                 }
             }
             self.samples -= old.rows.len();
@@ -361,6 +373,10 @@ impl History {
         let uknown = ustack_key
             .as_ref()
             .map_or(Some(NONE_U32), |u| self.stacks.ids.get(u).copied());
+        let target_key = s.target.as_ref().map(|t| ArcKey(t.clone()));
+        let tknown = target_key
+            .as_ref()
+            .map_or(Some(NONE_U32), |t| self.targets.ids.get(t).copied());
         let mut e = Episode {
             args,
             seq,
@@ -372,6 +388,7 @@ impl History {
             waker: s.waker_tid.unwrap_or(NONE_U32),
             kstack: known.unwrap_or(NONE_U32),
             ustack: uknown.unwrap_or(NONE_U32),
+            target: tknown.unwrap_or(NONE_U32),
             syscall,
             voluntary: s.voluntary.map_or(0, |v| 1 + v as u8),
         };
@@ -379,10 +396,14 @@ impl History {
             self.last_episode.resize(thread as usize + 1, NONE_U32);
         }
         let prev = self.last_episode[thread as usize];
-        let shared = known.and(uknown).and_then(|_| self.episodes.share(&e, prev));
+        let shared = known
+            .and(uknown)
+            .and(tknown)
+            .and_then(|_| self.episodes.share(&e, prev));
         let episode = shared.unwrap_or_else(|| {
             e.kstack = stack_key.map_or(NONE_U32, |k| self.stacks.acquire(k));
             e.ustack = ustack_key.map_or(NONE_U32, |u| self.stacks.acquire(u));
+            e.target = target_key.map_or(NONE_U32, |t| self.targets.acquire(t));
             self.episodes.insert(e)
         });
         self.last_episode[thread as usize] = episode;
@@ -436,6 +457,7 @@ impl History {
             waker_tid: (e.waker != NONE_U32).then_some(e.waker),
             kstack: (e.kstack != NONE_U32).then(|| self.stacks.get(e.kstack).0.clone()),
             ustack: (e.ustack != NONE_U32).then(|| self.stacks.get(e.ustack).0.clone()),
+            target: (e.target != NONE_U32).then(|| self.targets.get(e.target).0.clone()),
         }
     }
 
@@ -476,6 +498,7 @@ impl History {
             + self.episodes.slots.capacity() * std::mem::size_of::<(Episode, u32)>()
             + self.episodes.free.capacity() * 4
             + self.stacks.bytes()
+            + self.targets.bytes()
     }
 
     /// Live entries: (threads, episodes, stacks).

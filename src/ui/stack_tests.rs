@@ -281,7 +281,7 @@ fn thread_view_shows_both_stacks_of_the_selected_sample() {
     );
     key(&mut a, KeyCode::Down);
     assert_screen(
-        &screen(&mut a, 100, 14),
+        &screen(&mut a, 100, 15),
         r#"
 xtop LIVE db1 · 6.8.0 · 2 CPUs · every 1s
 11:59:05–12:00:05 (1m) · 6 samples in 6 snapshots · xtop CPU 0.0% · dropped 0
@@ -290,6 +290,7 @@ exe /usr/bin/postgres  cmdline postgres --serve
 state┤                                  ······················································██████
       ■ DISK  · not sampled (inactive or absent)
 now DISK pread64(fd=3, buf=0x7ffd0000, count=4096, pos=0) for 1.5ms, syscall #42
+file   /var/lib/postgres/base/16384/2619
 kstack __schedule ← schedule ← [pipe_read] ← vfs_read
 ustack pread64 ← FileRead ← mdread ← [truncated] (unwind failed: no CFI or frame pointer)
 all 6 samples of this thread in the window (newest first); other filters apply to export

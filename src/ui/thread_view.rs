@@ -165,6 +165,18 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     ]));
     // Stacks of the sample under the cursor (the newest until one is picked).
     let picked = t.samples.get(app.level.selected).map_or(last, |(_, s)| s);
+    if let Some(snap) = app.history.latest() {
+        // The file the picked sample's syscall works on, as the registry names it.
+        let file = dimensions::find("filename")
+            .expect("registry column")
+            .value(snap, picked);
+        if file != crate::value::Value::Missing {
+            lines.push(Line::from(vec![
+                Span::styled("file   ", dim),
+                Span::raw(file.to_string()),
+            ]));
+        }
+    }
     lines.push(stack_line("kstack ", picked.kstack.as_deref(), true));
     lines.push(stack_line("ustack ", picked.ustack.as_deref(), false));
     lines.push(Line::from(Span::styled(

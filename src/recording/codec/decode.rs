@@ -10,10 +10,10 @@ use std::time::Duration;
 use anyhow::{anyhow, bail};
 
 use super::*;
-use crate::model::{PassCost, Process, Stack, ThreadIdent};
+use crate::model::{PassCost, Process, Stack, Target, ThreadIdent};
 use crate::recording::limits::{
-    corrupt, ident_cost, process_cost, snapshot_cost, stack_cost, string_cost, Budget, MAX_COMM, MAX_NAME,
-    MAX_STACK_FRAMES, MAX_STRING, MAX_THREADS,
+    corrupt, ident_cost, process_cost, snapshot_cost, stack_cost, string_cost, target_cost, Budget, MAX_COMM,
+    MAX_NAME, MAX_STACK_FRAMES, MAX_STRING, MAX_THREADS,
 };
 
 struct DecThread {
@@ -44,6 +44,7 @@ pub struct Decoder {
     interned_strings: HashSet<Arc<str>>,
     interned_processes: HashMap<ProcessKey, Arc<Process>>,
     idents: HashMap<IdentKey, Arc<ThreadIdent>>,
+    interned_targets: HashSet<Arc<Target>>,
 }
 
 impl Decoder {
@@ -52,16 +53,19 @@ impl Decoder {
         let mut idents = std::mem::take(&mut self.idents);
         let mut processes = std::mem::take(&mut self.interned_processes);
         let mut strings = std::mem::take(&mut self.interned_strings);
+        let mut targets = std::mem::take(&mut self.interned_targets);
         *self = Decoder::default();
         // What no decoded snapshot holds any more is not worth keeping. In this
         // order, so what a kept identity refers to is kept too (its count is
         // above one), and no key holds the address of something freed.
         idents.retain(|_, i| Arc::strong_count(i) > 1);
+        targets.retain(|t| Arc::strong_count(t) > 1);
         processes.retain(|_, p| Arc::strong_count(p) > 1);
         strings.retain(|s| Arc::strong_count(s) > 1);
         self.idents = idents;
         self.interned_processes = processes;
         self.interned_strings = strings;
+        self.interned_targets = targets;
     }
 
     /// Decodes a frame payload, appending its snapshots to `out`.
@@ -208,7 +212,7 @@ impl Decoder {
 
     fn sample(&mut self, i: &mut In, time_ns: u64, tid: u32, budget: &mut Budget) -> Result<ThreadSample> {
         let mask = i.uv()?;
-        if mask >= M_USTACK << 1 {
+        if mask >= M_TARGET << 1 {
             bail!("sample fields {mask:#x} unknown to this format version");
         }
         let known = self.threads.get(&tid).map(|t| (t.ident.clone(), t.prev.clone()));
@@ -281,6 +285,11 @@ impl Decoder {
         let kstack = self.stack_ref(ks)?;
         let us = if mask & M_USTACK != 0 { i.uv()? } else { p.ustack };
         let ustack = self.stack_ref(us)?;
+        let target = if mask & M_TARGET != 0 {
+            self.target(i, budget)?
+        } else {
+            p.target
+        };
         let syscall = match syscall {
             Syscall::In { nr, args, .. } => Syscall::In {
                 nr,
@@ -301,6 +310,7 @@ impl Decoder {
             waker: waker_tid,
             kstack: ks,
             ustack: us,
+            target: target.clone(),
         };
         self.threads.insert(
             tid,
@@ -321,7 +331,25 @@ impl Decoder {
             waker_tid,
             kstack,
             ustack,
+            target,
         })
+    }
+
+    /// A target field, as the Arc already held for an equal one.
+    fn target(&mut self, i: &mut In, budget: &mut Budget) -> Result<Option<Arc<Target>>> {
+        let t = match i.u8()? {
+            T_NONE => return Ok(None),
+            T_UNRESOLVED => Target::Unresolved,
+            T_FILE => Target::File(self.str_ref(i, MAX_STRING)?),
+            k => bail!("unknown target kind {k}"),
+        };
+        if let Some(known) = self.interned_targets.get(&t) {
+            return Ok(Some(known.clone()));
+        }
+        budget.charge(target_cost(), || "a file name".into())?;
+        let t = Arc::new(t);
+        self.interned_targets.insert(t.clone());
+        Ok(Some(t))
     }
 
     /// A thread's static fields, as the Arc already held for an equal identity.

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::*;
-use crate::model::{Process, Stack, ThreadIdent};
+use crate::model::{Process, Stack, Target, ThreadIdent};
 use crate::recording::limits;
 
 /// Static per-thread fields as ids, compared to detect a change.
@@ -271,6 +271,23 @@ impl Encoder {
             mask |= M_USTACK;
             fields.uv(us);
         }
+        if s.target != p.target {
+            mask |= M_TARGET;
+            // A reader charges each distinct target once; charging every
+            // change keeps the estimate above that.
+            if s.target.is_some() {
+                self.cost += limits::target_cost();
+            }
+            match s.target.as_deref() {
+                None => fields.u8(T_NONE),
+                Some(Target::Unresolved) => fields.u8(T_UNRESOLVED),
+                Some(Target::File(name)) => {
+                    fields.u8(T_FILE);
+                    let id = self.string(name);
+                    fields.uv(id.into());
+                }
+            }
+        }
         o.uv(mask);
         o.buf.extend_from_slice(&fields.buf);
         let prev = Prev {
@@ -284,6 +301,7 @@ impl Encoder {
             waker: s.waker_tid,
             kstack: ks,
             ustack: us,
+            target: s.target.clone(),
         };
         self.threads.insert(
             s.ident.tid,

@@ -1,4 +1,5 @@
-//! Snapshot encoding (format version 2; version 1 lacked user stacks). Strings, processes and stacks are
+//! Snapshot encoding (format version 3; version 1 lacked user stacks, 2 the
+//! syscall's target). Strings, processes and stacks are
 //! defined once per key interval and then referred to by id; each thread's
 //! static fields (tgid, user, comm, cgroup, ...) are stored when they change,
 //! and its dynamic fields as a bit mask of what differs from a prediction made
@@ -19,10 +20,12 @@ mod encode;
 pub use decode::Decoder;
 pub use encode::Encoder;
 
+use std::sync::Arc;
+
 use anyhow::Result;
 
 use super::varint::{In, Out};
-use crate::model::{Arch, Snapshot, State, Syscall, ThreadSample};
+use crate::model::{Arch, Snapshot, State, Syscall, Target, ThreadSample};
 
 // Snapshot flags.
 const S_INTERVAL: u64 = 1;
@@ -46,6 +49,12 @@ const M_WAKER: u64 = 1 << 11;
 const M_KSTACK: u64 = 1 << 12;
 /// Since version 2: version-1 writers never set it, so one decoder reads both.
 const M_USTACK: u64 = 1 << 13;
+/// Since version 3 (likewise): the file the syscall works on.
+const M_TARGET: u64 = 1 << 14;
+/// Target kinds: `tag [string id]`.
+const T_NONE: u8 = 0;
+const T_UNRESOLVED: u8 = 1;
+const T_FILE: u8 = 2;
 /// The four "time since X" fields advance with the clock while nothing happens.
 const M_TIMES: [u64; 4] = [M_OFFCPU, M_ONCPU, M_RUNQ, M_SCNS];
 
@@ -62,6 +71,7 @@ struct Prev {
     waker: Option<u32>,
     kstack: u64, // 0: none, else stack id + 1
     ustack: u64, // same table and encoding as kstack
+    target: Option<Arc<Target>>,
 }
 
 impl Default for Prev {
@@ -77,6 +87,7 @@ impl Default for Prev {
             waker: None,
             kstack: 0,
             ustack: 0,
+            target: None,
         }
     }
 }

@@ -1,0 +1,318 @@
+//! End to end: the file each thread's syscall works on (`filename`), resolved
+//! by the real BPF sampler from the thread's own file table, for threads
+//! blocked on known files. Needs root; CI runs it as root.
+
+mod common;
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use common::observe::{live_bpf, opts, start_sampler};
+use xtop::dimensions;
+use xtop::sampler::Sampler;
+
+const DIO: &str = "xt_f_dio";
+const PIPE: &str = "xt_f_pipe";
+const UNIX: &str = "xt_f_unix";
+const FIFO: &str = "xt_f_fifo";
+const OPEN: &str = "xt_f_open";
+
+const DIO_MB: usize = 16;
+const CHUNK: usize = 1 << 20;
+
+/// A directory of the test's own on a real disk (O_DIRECT needs one), removed at the end.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new() -> Dir {
+        let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let p = base.join(format!("xtop-target-e2e-{}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        Dir(p.canonicalize().unwrap())
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn mkfifo(p: &Path) {
+    let c = CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(
+        unsafe { libc::mkfifo(c.as_ptr(), 0o600) },
+        0,
+        "mkfifo {}",
+        p.display()
+    );
+}
+
+/// The inode number of an open descriptor (what /proc/PID/fd shows in brackets).
+fn fd_ino(fd: i32) -> u64 {
+    // SAFETY: fstat fills a plain struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::fstat(fd, &mut st) }, 0);
+    st.st_ino
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+    std::thread::Builder::new().name(name.into()).spawn(f).unwrap()
+}
+
+/// Threads blocked on known files, and what unblocks them.
+struct Scene {
+    dir: Dir,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    dio_path: PathBuf,
+    pipe_ino: u64,
+    pipe_w: File,
+    unix_ino: u64,
+    unix_w: UnixStream,
+    fifo_w: File,
+    open_fifo: PathBuf,
+}
+
+impl Scene {
+    fn start() -> Scene {
+        let dir = Dir::new();
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::new();
+
+        // O_DIRECT reads of a known file: DISK, the file's path.
+        let dio_path = dir.0.join("table-16384.dat");
+        {
+            let mut f = File::create(&dio_path).unwrap();
+            let block = vec![0x5au8; CHUNK];
+            for _ in 0..DIO_MB {
+                f.write_all(&block).unwrap();
+            }
+            f.sync_all().unwrap();
+        }
+        let dio = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&dio_path)
+            .unwrap();
+        let s = stop.clone();
+        threads.push(spawn(DIO, move || {
+            let layout = Layout::from_size_align(CHUNK, 4096).unwrap();
+            // SAFETY: non-zero size; freed below.
+            let buf = unsafe { alloc_zeroed(layout) };
+            let mut i = 0usize;
+            while !s.load(Ordering::Relaxed) {
+                let off = ((i * 7) % DIO_MB * CHUNK) as i64;
+                // SAFETY: buf holds CHUNK bytes.
+                let n = unsafe { libc::pread(dio.as_raw_fd(), buf.cast(), CHUNK, off) };
+                assert_eq!(n, CHUNK as isize, "O_DIRECT read");
+                i += 1;
+            }
+            unsafe { dealloc(buf, layout) };
+        }));
+
+        // A read on an empty pipe.
+        let mut fds = [0; 2];
+        // SAFETY: pipe fills two fds we then own.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let (mut pipe_r, pipe_w) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+        let pipe_ino = pipe_r.metadata().unwrap().ino();
+        threads.push(spawn(PIPE, move || {
+            let _ = pipe_r.read(&mut [0u8; 1]);
+        }));
+
+        // A read on a UNIX socket.
+        let (mut unix_r, unix_w) = UnixStream::pair().unwrap();
+        let unix_ino = fd_ino(unix_r.as_raw_fd());
+        threads.push(spawn(UNIX, move || {
+            let _ = unix_r.read(&mut [0u8; 1]);
+        }));
+
+        // A read on a FIFO that the test renames, then replaces.
+        let fifo = dir.0.join("queue.fifo");
+        mkfifo(&fifo);
+        // Read-write: opening does not wait for a writer; reading does.
+        let mut fifo_r = OpenOptions::new().read(true).write(true).open(&fifo).unwrap();
+        let fifo_w = OpenOptions::new().write(true).open(&fifo).unwrap();
+        threads.push(spawn(FIFO, move || {
+            let _ = fifo_r.read(&mut [0u8; 1]);
+        }));
+
+        // An open() of a FIFO nobody writes: it waits in openat, on its path argument.
+        let open_fifo = dir.0.join("inbox.fifo");
+        mkfifo(&open_fifo);
+        let p = open_fifo.clone();
+        threads.push(spawn(OPEN, move || {
+            let _ = File::open(&p);
+        }));
+
+        let scene = Scene {
+            dir,
+            stop,
+            threads,
+            dio_path,
+            pipe_ino,
+            pipe_w,
+            unix_ino,
+            unix_w,
+            fifo_w,
+            open_fifo,
+        };
+        std::thread::sleep(Duration::from_millis(300)); // let every thread block
+        scene
+    }
+
+    fn finish(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.pipe_w.write_all(b"x");
+        let _ = self.unix_w.write_all(b"x");
+        let _ = self.fifo_w.write_all(b"x");
+        // Opening for writing completes the reader's open.
+        let _ = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&self.open_fifo);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for t in self.threads.drain(..) {
+            while !t.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            assert!(t.is_finished(), "a test thread did not unblock");
+            t.join().unwrap();
+        }
+    }
+}
+
+/// (state, syscall, filename) of this process's threads in each of the next
+/// `passes` snapshots, by thread name.
+fn observe(sampler: &Sampler, passes: usize) -> HashMap<String, Vec<(String, String, String)>> {
+    let me = std::process::id().to_string();
+    let get = |n: &str| dimensions::find(n).unwrap();
+    let mut by: HashMap<String, Vec<(String, String, String)>> = HashMap::new();
+    for _ in 0..passes {
+        let snap = sampler
+            .receiver()
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a snapshot");
+        for s in &snap.samples {
+            let v = |n: &str| get(n).value(&snap, s).to_string();
+            if v("tgid") != me {
+                continue;
+            }
+            by.entry(v("comm"))
+                .or_default()
+                .push((v("state"), v("syscall"), v("filename")));
+        }
+    }
+    by
+}
+
+/// Every sample of `comm` inside `syscall` names `want`; there is one at least.
+fn assert_named(by: &HashMap<String, Vec<(String, String, String)>>, comm: &str, syscall: &str, want: &str) {
+    let seen = by.get(comm).map(Vec::as_slice).unwrap_or_default();
+    let inside: Vec<_> = seen.iter().filter(|o| o.1 == syscall).collect();
+    assert!(!inside.is_empty(), "{comm}: never seen in {syscall}: {seen:?}");
+    assert!(
+        inside.iter().all(|o| o.2 == want),
+        "{comm}: want {want}: {seen:?}"
+    );
+}
+
+#[test]
+fn files_of_blocked_threads_are_named_from_their_descriptors() {
+    let Some(_serial) = live_bpf() else { return };
+    let scene = Scene::start();
+    let sampler = start_sampler(opts(true));
+    let by = observe(&sampler, 20);
+
+    let dio = scene.dio_path.to_str().unwrap();
+    assert_named(&by, DIO, "pread64", dio);
+    assert!(
+        by[DIO].iter().any(|o| o.0 == "DISK" && o.2 == dio),
+        "O_DIRECT reader never seen in DISK on its file: {:?}",
+        by[DIO]
+    );
+    assert_named(&by, PIPE, "read", &format!("pipe:[{}]", scene.pipe_ino));
+    let unix = format!("socket:[{}]", scene.unix_ino);
+    let unix_calls: Vec<_> = by[UNIX].iter().filter(|o| o.1 != "-").collect();
+    assert!(
+        !unix_calls.is_empty() && unix_calls.iter().all(|o| o.2 == unix),
+        "{:?}",
+        by[UNIX]
+    );
+    let fifo = scene.dir.0.join("queue.fifo");
+    assert_named(&by, FIFO, "read", fifo.to_str().unwrap());
+    // The path argument, as passed.
+    assert_named(&by, OPEN, "openat", scene.open_fifo.to_str().unwrap());
+
+    // Renamed while the reader waits: the name is the descriptor's, now.
+    let moved = scene.dir.0.join("renamed.fifo");
+    std::fs::rename(&fifo, &moved).unwrap();
+    let by = observe(&sampler, 3);
+    assert_named(&by, FIFO, "read", moved.to_str().unwrap());
+    // Replaced by another file: the path names that one; the descriptor's is gone.
+    let other = scene.dir.0.join("other.fifo");
+    mkfifo(&other);
+    std::fs::rename(&other, &moved).unwrap();
+    let by = observe(&sampler, 3);
+    assert_named(&by, FIFO, "read", &format!("{} (deleted)", moved.display()));
+
+    sampler.stop().unwrap();
+    scene.finish();
+}
+
+#[test]
+fn batch_groups_by_filename() {
+    let Some(_serial) = live_bpf() else { return };
+    let scene = Scene::start();
+    let pid = std::process::id().to_string();
+    let out = common::observe::on_cpu0(|| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_xtop"))
+            .args([
+                "-b",
+                "-n",
+                "3",
+                "-i",
+                "200ms",
+                "-a",
+                "-p",
+                &pid,
+                "-g",
+                "filename,comm",
+            ])
+            .output()
+            .unwrap()
+    });
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let row = |file: &str, comm: &str| {
+        text.lines().any(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            cols.len() >= 2 && cols[cols.len() - 2] == file && cols[cols.len() - 1] == comm
+        })
+    };
+    let pipe = format!("pipe:[{}]", scene.pipe_ino);
+    assert!(row(&pipe, PIPE), "no {pipe} group:\n{text}");
+    assert!(
+        row(scene.open_fifo.to_str().unwrap(), OPEN),
+        "no inbox group:\n{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("samples") && l.contains("filename")),
+        "{text}"
+    );
+    scene.finish();
+}
