@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::observe::{live_bpf, opts, start_sampler};
+use common::observe::{live_bpf, next_snapshot, opts, start_sampler};
 use xtop::dimensions;
 use xtop::sampler::Sampler;
 
@@ -202,10 +202,7 @@ fn observe(sampler: &Sampler, passes: usize) -> HashMap<String, Vec<(String, Str
     let get = |n: &str| dimensions::find(n).unwrap();
     let mut by: HashMap<String, Vec<(String, String, String)>> = HashMap::new();
     for _ in 0..passes {
-        let snap = sampler
-            .receiver()
-            .recv_timeout(Duration::from_secs(30))
-            .expect("a snapshot");
+        let snap = next_snapshot(sampler);
         for s in &snap.samples {
             let v = |n: &str| get(n).value(&snap, s).to_string();
             if v("tgid") != me {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::workload::{self as w, Workload};
 use xtop::dimensions;
-use xtop::model::Stack;
+use xtop::model::{Snapshot, Stack};
 use xtop::sampler::{Sampler, SamplerOptions};
 
 /// The workload saturates the CPUs: one test at a time.
@@ -51,15 +51,20 @@ pub fn start_sampler(opts: SamplerOptions) -> Sampler {
     on_cpu0(|| Sampler::start(opts)).expect("BPF sampler must load (run as root)")
 }
 
+/// The sampler's next snapshot; a sampler that stalls fails the test.
+pub fn next_snapshot(sampler: &Sampler) -> Snapshot {
+    sampler
+        .receiver()
+        .recv_timeout(Duration::from_secs(30))
+        .expect("a snapshot")
+}
+
 pub fn sample_live(opts: SamplerOptions, passes: usize) -> ByComm {
     let sampler = start_sampler(opts);
     let get = |name: &str| dimensions::find(name).unwrap();
     let mut by_comm = ByComm::new();
     for _ in 0..passes {
-        let snap = sampler
-            .receiver()
-            .recv_timeout(Duration::from_secs(30))
-            .expect("a snapshot");
+        let snap = next_snapshot(&sampler);
         for s in &snap.samples {
             let v = |n: &str| get(n).value(&snap, s).plain();
             let o = Obs {
@@ -322,10 +327,7 @@ pub fn sample_stacks(opts: SamplerOptions, passes: usize) -> HashMap<String, Vec
 pub fn read_stacks(sampler: &Sampler, passes: usize) -> HashMap<String, Vec<StackObs>> {
     let mut by_comm: HashMap<String, Vec<StackObs>> = HashMap::new();
     for _ in 0..passes {
-        let snap = sampler
-            .receiver()
-            .recv_timeout(Duration::from_secs(30))
-            .expect("a snapshot");
+        let snap = next_snapshot(sampler);
         for s in snap.samples {
             by_comm
                 .entry(s.ident.comm.to_string())
