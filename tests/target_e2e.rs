@@ -94,19 +94,7 @@ impl Scene {
 
         // O_DIRECT reads of a known file: DISK, the file's path.
         let dio_path = dir.0.join("table-16384.dat");
-        {
-            let mut f = File::create(&dio_path).unwrap();
-            let block = vec![0x5au8; CHUNK];
-            for _ in 0..DIO_MB {
-                f.write_all(&block).unwrap();
-            }
-            f.sync_all().unwrap();
-        }
-        let dio = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECT)
-            .open(&dio_path)
-            .unwrap();
+        let dio = common::workload::direct_file(&dio_path, DIO_MB);
         let s = stop.clone();
         threads.push(spawn(DIO, move || {
             let layout = Layout::from_size_align(CHUNK, 4096).unwrap();

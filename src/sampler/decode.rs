@@ -176,7 +176,7 @@ impl StackMemo {
             ino: r.tgt_ino,
             bytes: record,
         };
-        name::target(&raw).map(|t| self.targets.get(t))
+        self.targets.get(&raw)
     }
 
     /// Kernel and user stacks of a record (and its user stack window, if any).

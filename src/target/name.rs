@@ -2,6 +2,8 @@
 //! src/bpf/xtop.bpf.c) to the name users know: a path as /proc/PID/fd would
 //! show it, the path argument as passed, or an anonymous file's kind.
 
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use crate::model::{printable, Target};
@@ -68,9 +70,7 @@ fn dentry_name(r: &Raw) -> String {
     }
     let pseudo = r.flags & TF_PSEUDO != 0;
     if pseudo && names.len() == 1 {
-        if let Some(kind) = anonymous(r.magic, r.ino, &names[0]) {
-            return kind;
-        }
+        return anonymous(r.magic, r.ino, &names[0]);
     }
     let mut path = String::new();
     if r.flags & TF_LONG != 0 || pseudo {
@@ -92,8 +92,8 @@ fn dentry_name(r: &Raw) -> String {
 }
 
 /// The kind of an anonymous file, as /proc/PID/fd names it.
-fn anonymous(magic: u32, ino: u64, name: &str) -> Option<String> {
-    Some(match magic {
+fn anonymous(magic: u32, ino: u64, name: &str) -> String {
+    match magic {
         PIPEFS => format!("pipe:[{ino}]"),
         SOCKFS => format!("socket:[{ino}]"),
         ANON_INODE_FS if !name.is_empty() => format!("anon_inode:{name}"),
@@ -105,29 +105,63 @@ fn anonymous(magic: u32, ino: u64, name: &str) -> Option<String> {
         TMPFS => format!("/{name} (deleted)"),
         _ if !name.is_empty() => format!("anon:{name}"),
         _ => format!("anon:[{ino}]"),
-    })
+    }
 }
 
-/// Shares one Arc per distinct target across a pass and the next, so samples
-/// of threads waiting on the same file point at one string.
+/// Names by the record they come from, so a thread still on the same file
+/// costs a hash of its record at each pass, not a path built and hashed
+/// again; samples naming the same file share one Arc.
 #[derive(Default)]
 pub struct Interner {
-    seen: std::collections::HashSet<Arc<Target>>,
+    seen: HashMap<u64, Vec<(Key, Arc<Target>)>>,
+}
+
+/// A record's parts, owned.
+struct Key {
+    kind: u8,
+    flags: u8,
+    magic: u32,
+    ino: u64,
+    bytes: Box<[u8]>,
+}
+
+impl Key {
+    fn matches(&self, r: &Raw) -> bool {
+        (self.kind, self.flags, self.magic, self.ino) == (r.kind, r.flags, r.magic, r.ino)
+            && *self.bytes == *r.bytes
+    }
 }
 
 impl Interner {
-    pub fn get(&mut self, t: Target) -> Arc<Target> {
-        if let Some(a) = self.seen.get(&t) {
-            return a.clone();
+    /// The target a record describes (see `target`), shared.
+    pub fn get(&mut self, r: &Raw) -> Option<Arc<Target>> {
+        if r.kind == TK_NONE {
+            return None;
         }
-        let a = Arc::new(t);
-        self.seen.insert(a.clone());
-        a
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (r.kind, r.flags, r.magic, r.ino, r.bytes).hash(&mut h);
+        let same = self.seen.entry(h.finish()).or_default();
+        if let Some((_, t)) = same.iter().find(|(k, _)| k.matches(r)) {
+            return Some(t.clone());
+        }
+        let t = Arc::new(target(r)?);
+        let key = Key {
+            kind: r.kind,
+            flags: r.flags,
+            magic: r.magic,
+            ino: r.ino,
+            bytes: r.bytes.into(),
+        };
+        same.push((key, t.clone()));
+        Some(t)
     }
 
-    /// Forgets targets nothing else holds (call between passes).
+    /// Forgets names nothing else holds (call between passes).
     pub fn trim(&mut self) {
-        self.seen.retain(|a| Arc::strong_count(a) > 1);
+        self.seen.retain(|_, v| {
+            v.retain(|(_, t)| Arc::strong_count(t) > 1);
+            !v.is_empty()
+        });
     }
 }
 
@@ -207,11 +241,20 @@ mod tests {
     #[test]
     fn interner_shares_and_trims() {
         let mut i = Interner::default();
-        let a = i.get(Target::File("/x".into()));
-        let b = i.get(Target::File("/x".into()));
+        let raw = |bytes| Raw {
+            kind: TK_DENTRY,
+            bytes,
+            ..Raw::default()
+        };
+        let a = i.get(&raw(b"x\0")).unwrap();
+        let b = i.get(&raw(b"x\0")).unwrap();
         assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(*a, Target::File("/x".into()));
+        let c = i.get(&raw(b"y\0")).unwrap();
+        assert_eq!(*c, Target::File("/y".into()));
+        assert_eq!(i.get(&Raw::default()), None, "no file");
         drop((a, b));
         i.trim();
-        assert!(i.seen.is_empty());
+        assert_eq!(i.seen.len(), 1, "only the name still held");
     }
 }

@@ -94,19 +94,25 @@ fn make_dio_file(dir: &Path) -> File {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let path = dir.join(format!("xtop-dio-{}-{n}.bin", std::process::id()));
-    let mut f = File::create(&path).unwrap();
+    let direct = direct_file(&path, DIO_FILE_MB);
+    std::fs::remove_file(&path).unwrap();
+    direct
+}
+
+/// A new file of `mb` MiB at `path`, written through to the disk and opened
+/// for O_DIRECT reads, which then wait for the device.
+pub fn direct_file(path: &Path, mb: usize) -> File {
+    let mut f = File::create(path).unwrap();
     let block = vec![0x5au8; DIO_CHUNK];
-    for _ in 0..DIO_FILE_MB {
+    for _ in 0..mb {
         f.write_all(&block).unwrap();
     }
     f.sync_all().unwrap();
-    let direct = OpenOptions::new()
+    OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECT)
-        .open(&path)
-        .unwrap();
-    std::fs::remove_file(&path).unwrap();
-    direct
+        .open(path)
+        .unwrap()
 }
 
 fn dio_reader(f: &File, stop: &AtomicBool) {
