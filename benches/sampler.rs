@@ -225,26 +225,37 @@ fn main() {
     }
 }
 
-/// Threads blocked reading, each on its own file: pipes, or FIFOs eight
-/// directories deep (a longer dentry walk). Dropping it unblocks and joins them.
+/// What the readers of `readers` are blocked on.
+#[derive(Clone, Copy, PartialEq)]
+enum Blocked {
+    Pipes,
+    /// FIFOs eight directories deep: a longer dentry walk.
+    DeepFifos,
+    /// The server ends of loopback TCP connections: the socket read too.
+    Tcp,
+}
+
+/// Threads blocked reading, each on its own file. Dropping it unblocks and
+/// joins them.
 struct Readers {
-    writers: Vec<std::fs::File>,
+    writers: Vec<Box<dyn Write + Send>>,
     handles: Vec<std::thread::JoinHandle<()>>,
     dir: Option<std::path::PathBuf>,
 }
 
-fn readers(n: usize, deep: bool) -> Readers {
+fn readers(n: usize, kind: Blocked) -> Readers {
     use std::os::fd::FromRawFd;
-    let dir = deep.then(|| {
+    let dir = (kind == Blocked::DeepFifos).then(|| {
         let d = std::env::temp_dir().join(format!("xtop-bench-{}/a/b/c/d/e/f/g", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
         d
     });
-    let mut writers = Vec::new();
+    let listener = (kind == Blocked::Tcp).then(|| std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+    let mut writers: Vec<Box<dyn Write + Send>> = Vec::new();
     let mut handles = Vec::new();
     for i in 0..n {
-        let mut r = match &dir {
-            Some(d) => {
+        let mut r: Box<dyn Read + Send> = match (&dir, &listener) {
+            (Some(d), _) => {
                 let p = d.join(format!("fifo-{i}"));
                 let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
                 // SAFETY: a valid C string.
@@ -254,15 +265,23 @@ fn readers(n: usize, deep: bool) -> Readers {
                     .write(true)
                     .open(&p)
                     .unwrap();
-                writers.push(std::fs::OpenOptions::new().write(true).open(&p).unwrap());
-                r
+                writers.push(Box::new(
+                    std::fs::OpenOptions::new().write(true).open(&p).unwrap(),
+                ));
+                Box::new(r)
             }
-            None => {
+            (None, Some(l)) => {
+                writers.push(Box::new(
+                    std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap(),
+                ));
+                Box::new(l.accept().unwrap().0)
+            }
+            (None, None) => {
                 let mut fds = [0; 2];
                 // SAFETY: pipe fills two fds we then own.
                 assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-                writers.push(unsafe { std::fs::File::from_raw_fd(fds[1]) });
-                unsafe { std::fs::File::from_raw_fd(fds[0]) }
+                writers.push(Box::new(unsafe { std::fs::File::from_raw_fd(fds[1]) }));
+                Box::new(unsafe { std::fs::File::from_raw_fd(fds[0]) })
             }
         };
         handles.push(
@@ -299,12 +318,12 @@ impl Drop for Readers {
 /// What naming the file of each thread's syscall costs: 1,000 threads blocked
 /// in read, `--all`, with file names off and on.
 fn file_name_cost() {
-    println!("## File names: 1,000 threads blocked in read, --all (median of 20 passes)");
+    println!("## File names and connections: 1,000 threads blocked in read, --all (median of 20 passes)");
     println!("| blocked on | file names | emitted | walk µs | decode µs | added µs per reader |");
     println!("|---|---|---:|---:|---:|---:|");
     let n = 1000;
-    for deep in [false, true] {
-        let _r = readers(n, deep);
+    for kind in [Blocked::Pipes, Blocked::DeepFifos, Blocked::Tcp] {
+        let _r = readers(n, kind);
         std::thread::sleep(Duration::from_millis(300));
         let mut off = 0;
         for names in [false, true] {
@@ -325,7 +344,11 @@ fn file_name_cost() {
             };
             println!(
                 "| {} | {} | {emitted} | {:.0} | {:.0} | {added} |",
-                if deep { "FIFOs 8 directories deep" } else { "pipes" },
+                match kind {
+                    Blocked::Pipes => "pipes",
+                    Blocked::DeepFifos => "FIFOs 8 directories deep",
+                    Blocked::Tcp => "TCP connections (loopback)",
+                },
                 if names { "on" } else { "off" },
                 walk as f64 / 1000.0,
                 decode as f64 / 1000.0

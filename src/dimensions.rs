@@ -68,6 +68,27 @@ fn arg(s: &ThreadSample, i: usize) -> Value {
     }
 }
 
+/// The connection (or with `state`, its state) of the socket the current
+/// syscall works on: '?' when it, or the syscall, could not be read; '-'
+/// when the syscall is on no socket.
+fn socket_field(s: &ThreadSample, state: bool) -> Value {
+    match (&s.syscall, s.target.as_deref()) {
+        (Syscall::Unknown, _) | (_, Some(Target::Unresolved)) => Value::Unknown,
+        (
+            _,
+            Some(Target::Socket {
+                connection,
+                state: st,
+                ..
+            }),
+        ) => match if state { st } else { connection } {
+            Some(v) => text(v),
+            None => Value::Unknown,
+        },
+        _ => Value::Missing,
+    }
+}
+
 fn opt_ns(v: Option<u64>) -> Value {
     v.map_or(Value::Unknown, |v| Value::Int(v as i64))
 }
@@ -217,9 +238,26 @@ pub static DIMENSIONS: &[Dimension] = &[
          '?' where it could not be resolved.",
         |_, s| match (&s.syscall, s.target.as_deref()) {
             (Syscall::Unknown, _) | (_, Some(Target::Unresolved)) => Value::Unknown,
-            (_, Some(Target::File(f))) => Value::Text(f.clone()),
+            (_, Some(t)) => t.file().map_or(Value::Unknown, |f| Value::Text(f.clone())),
             (_, None) => Value::Missing,
         },
+    ),
+    dim(
+        "connection",
+        false,
+        "What the socket of the current system call connects, read in the kernel from the \
+         descriptor's socket: protocol, local end and remote end ('TCP 10.0.0.5:43210->10.0.0.9:5432', \
+         'TCP [::1]:5432' listening, 'UDP 0.0.0.0:53'); UNIX sockets by their path, or their \
+         peer's ('UNIX ->/run/postgresql/.s.PGSQL.5432'; '@name' abstract). '-' outside a system \
+         call on a socket, '?' where it could not be read.",
+        |_, s| socket_field(s, false),
+    ),
+    dim(
+        "conn_state",
+        false,
+        "State of that connection: TCP's (ESTABLISHED, LISTEN, SYN_SENT, CLOSE_WAIT, ...); \
+         CONNECTED, UNCONNECTED or LISTEN for UDP and UNIX sockets; '-' for sockets without one.",
+        |_, s| socket_field(s, true),
     ),
     dim(
         "kstack_top",
@@ -428,6 +466,47 @@ mod tests {
         assert_eq!(v(&s), "-");
         s.syscall = Syscall::Unknown;
         assert_eq!(v(&s), "?", "a running thread's syscall is not known");
+    }
+
+    #[test]
+    fn connection_and_state_of_sockets_only() {
+        use crate::model::fixture::{sample, snapshot};
+        use crate::model::State;
+        let snap = snapshot(0, vec![]);
+        let v = |d: &str, s: &ThreadSample| find(d).unwrap().value(&snap, s).to_string();
+        let mut s = sample(1, 1, "db", State::Sleep, Some(45));
+        s.target = Some(Arc::new(Target::Socket {
+            file: "socket:[8]".into(),
+            connection: Some("TCP 127.0.0.1:5432->127.0.0.1:40000".into()),
+            state: Some("ESTABLISHED".into()),
+        }));
+        assert_eq!(v("filename", &s), "socket:[8]");
+        assert_eq!(v("connection", &s), "TCP 127.0.0.1:5432->127.0.0.1:40000");
+        assert_eq!(v("conn_state", &s), "ESTABLISHED");
+        s.target = Some(Arc::new(Target::Socket {
+            file: "socket:[9]".into(),
+            connection: Some("NETLINK route".into()),
+            state: Some("".into()),
+        }));
+        assert_eq!(v("conn_state", &s), "-", "a kind of socket without states");
+        s.target = Some(Arc::new(Target::Socket {
+            file: "socket:[9]".into(),
+            connection: None,
+            state: None,
+        }));
+        assert_eq!(
+            (v("connection", &s), v("conn_state", &s)),
+            ("?".into(), "?".into())
+        );
+        s.target = Some(Arc::new(Target::File("/tmp/x".into())));
+        assert_eq!(
+            (v("connection", &s), v("conn_state", &s)),
+            ("-".into(), "-".into())
+        );
+        s.target = Some(Arc::new(Target::Unresolved));
+        assert_eq!(v("connection", &s), "?", "the descriptor may have been a socket");
+        s.target = None;
+        assert_eq!(v("connection", &s), "-");
     }
 
     #[test]

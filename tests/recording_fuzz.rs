@@ -261,6 +261,7 @@ fn seeds(dir: &Path) -> Vec<Vec<u8>> {
         "src/recording/testdata/v1.xtop",
         "src/recording/testdata/v2.xtop",
         "src/recording/testdata/v3.xtop",
+        "src/recording/testdata/v4.xtop",
     ]
     .iter()
     .map(|p| fs::read(root.join(p)).unwrap())

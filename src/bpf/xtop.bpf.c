@@ -22,7 +22,10 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
 #include "xtop.h"
+
+_Static_assert(sizeof(struct sock_rec) == 48, "src/target/socket.rs reads 48 bytes");
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -621,10 +624,84 @@ static long walk_step(__u32 i, struct walk *w)
 	return 0;
 }
 
+#define AF_UNIX  1
+#define AF_INET  2
+#define AF_INET6 10
+
+/* The sun_path of a UNIX socket's address (as bound; abstract ones start
+ * with a NUL), at dst; its length, 0 when it has none. */
+static __always_inline __u32 unix_path(struct sock *sk, char *dst)
+{
+	struct unix_address *a = BPF_CORE_READ((struct unix_sock *)sk, addr);
+	__u32 len;
+
+	if (!a)
+		return 0;
+	len = BPF_CORE_READ(a, len);
+	if (len <= sizeof(__kernel_sa_family_t))
+		return 0;
+	len -= sizeof(__kernel_sa_family_t);
+	if (len > XTOP_SUN_PATH)
+		len = XTOP_SUN_PATH;
+	barrier_var(len);
+	len &= 127; /* what the verifier can follow: the clamp, again */
+	if (bpf_probe_read_kernel(dst, len, &a->name[0].sun_path))
+		return 0;
+	return len;
+}
+
+/* What a socket file connects, as a struct sock_rec at the start of the file
+ * record, then its UNIX addresses; the bytes written, 0 if unreadable. The
+ * fields are read without the socket lock, as /proc/net/tcp reads them: a
+ * connection changing state meanwhile may show its old or new addresses. */
+static __always_inline __u32 read_sock(struct file *f, struct tgt_buf *b)
+{
+	struct sock_rec *sr = (struct sock_rec *)b->b;
+	struct socket *sock = BPF_CORE_READ(f, private_data);
+	struct sock *sk = sock ? BPF_CORE_READ(sock, sk) : NULL, *peer;
+	__u32 own, a4;
+
+	if (!sk)
+		return 0;
+	__builtin_memset(sr, 0, sizeof(*sr));
+	sr->type = BPF_CORE_READ(sock, type);
+	sr->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	sr->protocol = BPF_CORE_READ(sk, sk_protocol);
+	sr->state = BPF_CORE_READ(sk, __sk_common.skc_state);
+	switch (sr->family) {
+	case AF_INET:
+		/* Through a __u32: BPF_CORE_READ_INTO reads sizeof(*dst) bytes. */
+		a4 = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
+		__builtin_memcpy(sr->laddr, &a4, sizeof(a4));
+		a4 = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+		__builtin_memcpy(sr->raddr, &a4, sizeof(a4));
+		break;
+	case AF_INET6:
+		BPF_CORE_READ_INTO(&sr->laddr, sk, __sk_common.skc_v6_rcv_saddr);
+		BPF_CORE_READ_INTO(&sr->raddr, sk, __sk_common.skc_v6_daddr);
+		break;
+	case AF_UNIX:
+		/* A connected client has no address of its own: its server's
+		 * (the peer's) is what names the connection. */
+		own = unix_path(sk, b->b + sizeof(*sr));
+		sr->uown_len = own;
+		peer = BPF_CORE_READ((struct unix_sock *)sk, peer);
+		if (peer && own <= XTOP_SUN_PATH)
+			sr->upeer_len = unix_path(peer, b->b + sizeof(*sr) + own);
+		return sizeof(*sr) + sr->uown_len + sr->upeer_len;
+	default:
+		return sizeof(*sr);
+	}
+	sr->lport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	sr->rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	return sizeof(*sr);
+}
+
 /* The names of a file's dentries up to the root of the thread's mount tree,
  * leaf first, as NUL-terminated strings in the file record; mount points are
  * crossed as d_path() does, with nothing locked beyond RCU. */
-static __always_inline void walk_dentries(struct file *f, struct task_sample *r)
+static __always_inline void walk_dentries(struct file *f, struct task_sample *r,
+					  struct tgt_buf *b)
 {
 	struct vfsmount *vm = BPF_CORE_READ(f, f_path.mnt);
 	struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
@@ -638,6 +715,11 @@ static __always_inline void walk_dentries(struct file *f, struct task_sample *r)
 	/* An unlinked file: its dentry left the hash table, and it is no root. */
 	if (!BPF_CORE_READ(d, d_hash.pprev) && BPF_CORE_READ(d, d_parent) != d)
 		w.flags |= TF_DELETED;
+	if (r->tgt_magic == SOCKFS_MAGIC) {
+		w.off = read_sock(f, b);
+		if (w.off)
+			w.flags |= TF_SOCK;
+	}
 	bpf_loop(XTOP_PATH_DEPTH, walk_step, &w, 0);
 	if (w.failed)
 		return;
@@ -669,7 +751,7 @@ static __always_inline void resolve_fd(struct task_struct *task, int fd, struct 
 	}
 	if (f) {
 		r->tgt_ino = BPF_CORE_READ(f, f_inode, i_ino);
-		walk_dentries(f, r);
+		walk_dentries(f, r, b);
 	}
 	bpf_rcu_read_unlock();
 }

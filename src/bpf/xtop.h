@@ -31,6 +31,25 @@
 #define TF_LONG    2 /* the walk stopped at its depth or size limit, below the root */
 #define TF_PSEUDO  4 /* it ended at a dentry that is its own parent but no mount's
 		      * root: an anonymous file (pipe, socket, anon inode, memfd) */
+#define TF_SOCK    8 /* a socket: the record starts with a struct sock_rec */
+
+/* What a socket connects, at the start of its file record (TF_SOCK); then
+ * the socket's own UNIX address (uown_len bytes of sun_path), its peer's
+ * (upeer_len), then the names of its dentries. */
+struct sock_rec {
+	__u8 laddr[16];        /* local address: 4 bytes for AF_INET, 16 for AF_INET6 */
+	__u8 raddr[16];        /* remote address */
+	__u16 family;          /* AF_* */
+	__u16 type;            /* SOCK_STREAM, SOCK_DGRAM, ... */
+	__u16 protocol;        /* IPPROTO_* for inet sockets, NETLINK_* for netlink */
+	__u16 lport;           /* host byte order */
+	__u16 rport;           /* host byte order */
+	__u8 state;            /* skc_state: TCP_* (other protocols reuse some) */
+	__u8 uown_len;
+	__u8 upeer_len;
+	__u8 pad[3];
+};
+#define XTOP_SUN_PATH 108 /* sizeof(sockaddr_un.sun_path) */
 
 /* sc_target[nr]: which argument of syscall nr names a file (src/target/args.rs) */
 #define TA_FD     0x10 /* | argument index: a descriptor */

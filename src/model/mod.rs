@@ -158,6 +158,26 @@ pub enum Target {
     /// A path (`/var/lib/pg/base/1/1259`), a path argument as passed, or an
     /// anonymous file's kind (`pipe:[123]`, `anon_inode:[eventpoll]`).
     File(Arc<str>),
+    /// A socket descriptor: its file's name (`socket:[123]`), what it
+    /// connects (`TCP 10.0.0.5:43210->10.0.0.9:5432`, `UNIX ->/run/x.sock`)
+    /// and the connection's state (`ESTABLISHED`, `LISTEN`, `CONNECTED`;
+    /// empty where its kind has none). Both None when the kernel side could
+    /// not read the socket.
+    Socket {
+        file: Arc<str>,
+        connection: Option<Arc<str>>,
+        state: Option<Arc<str>>,
+    },
+}
+
+impl Target {
+    /// The file's name, for every kind that has one.
+    pub fn file(&self) -> Option<&Arc<str>> {
+        match self {
+            Target::Unresolved => None,
+            Target::File(f) | Target::Socket { file: f, .. } => Some(f),
+        }
+    }
 }
 
 /// One thread at one instant.

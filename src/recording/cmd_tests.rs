@@ -145,6 +145,11 @@ fn xcapture_export_layout() {
     let mut snaps: Vec<_> = (0..3).map(busy_snapshot).collect();
     snaps[1].time_ns = T0_NS + 30 * 60 * 1_000_000_000;
     snaps[2].time_ns = T0_NS + 60 * 60 * 1_000_000_000;
+    snaps[1].samples[1].target = Some(std::sync::Arc::new(crate::model::Target::Socket {
+        file: "socket:[77]".into(),
+        connection: Some("TCP 10.0.0.1:5432->10.0.0.2:39856".into()),
+        state: Some("ESTABLISHED".into()),
+    }));
     let p = recorded(&d, &snaps);
     let out = d.join("out");
     parse(&[
@@ -207,6 +212,16 @@ fn xcapture_export_layout() {
             "",
             "0xfeed",
             "0xbeef"
+        ]
+    );
+    // CONNECTION and CONN_STATE from the registry's dimensions.
+    let sock = &rows[snaps[0].samples.len() + 1];
+    assert_eq!(
+        &sock[22..25],
+        [
+            "'socket:[77]'",
+            "'TCP 10.0.0.1:5432->10.0.0.2:39856'",
+            "ESTABLISHED"
         ]
     );
     assert_eq!(

@@ -20,8 +20,8 @@ use super::varint::{In, Out};
 /// PNG-style: a non-ASCII byte and CR/LF catch text-mode mangling early.
 pub const MAGIC: [u8; 8] = *b"\x89XTOP\r\n\x1a";
 /// 2: samples carry user stacks (codec `M_USTACK`); 3: the file their syscall
-/// works on (`M_TARGET`).
-pub const VERSION: u16 = 3;
+/// works on (`M_TARGET`); 4: what its socket connects (`T_SOCKET`).
+pub const VERSION: u16 = 4;
 /// Oldest format this build still reads.
 pub const MIN_VERSION: u16 = 1;
 pub const HEADER_LEN: usize = MAGIC.len() + 2;

@@ -37,6 +37,31 @@ impl Drop for TempDir {
 
 /// Fixture snapshots exercising every field's edge cases.
 pub(crate) fn varied() -> Vec<Snapshot> {
+    use crate::model::Target;
+    let mut snaps = varied_v3();
+    // Sockets (version 4): connected, the same again, unread, UNIX.
+    let tcp = Arc::new(Target::Socket {
+        file: "socket:[4711]".into(),
+        connection: Some("TCP [::1]:5432->[::1]:40000".into()),
+        state: Some("ESTABLISHED".into()),
+    });
+    snaps[16].samples[0].target = Some(tcp.clone());
+    snaps[17].samples[0].target = Some(tcp);
+    snaps[18].samples[0].target = Some(Arc::new(Target::Socket {
+        file: "socket:[4712]".into(),
+        connection: None,
+        state: None,
+    }));
+    snaps[19].samples[1].target = Some(Arc::new(Target::Socket {
+        file: "socket:[4713]".into(),
+        connection: Some("UNIX-DGRAM @ünï@x".into()),
+        state: Some("".into()),
+    }));
+    snaps
+}
+
+/// `varied()` as it was in format version 3, before sockets.
+fn varied_v3() -> Vec<Snapshot> {
     let mut snaps: Vec<Snapshot> = (0..20).map(busy_snapshot).collect();
     let s = &mut snaps[3].samples[0];
     s.syscall = Syscall::Unknown;
@@ -168,6 +193,18 @@ fn reads_the_version_3_golden_file() {
         .snapshots
         .iter()
         .any(|n| n.samples.iter().any(|s| s.target.as_deref().is_some_and(named))));
+    assert_eq!(r.snapshots, varied_v3());
+}
+
+/// Version 4 added what a socket connects.
+#[test]
+fn reads_the_version_4_golden_file() {
+    let r = golden(4);
+    let sock = |t: &crate::model::Target| matches!(t, crate::model::Target::Socket { .. });
+    assert!(r
+        .snapshots
+        .iter()
+        .any(|n| n.samples.iter().any(|s| s.target.as_deref().is_some_and(sock))));
     assert_eq!(r.snapshots, varied());
 }
 

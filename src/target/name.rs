@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use super::socket;
 use crate::model::{printable, Target};
 
 // TK_* and TF_* in src/bpf/xtop.h.
@@ -16,6 +17,7 @@ pub const TK_USTR: u8 = 3;
 pub const TF_DELETED: u8 = 1;
 pub const TF_LONG: u8 = 2;
 pub const TF_PSEUDO: u8 = 4;
+pub const TF_SOCK: u8 = 8;
 
 /// XTOP_TGT_BYTES (src/bpf/xtop.h): the most a file record holds.
 pub const TGT_BYTES: usize = 1024 + 256;
@@ -42,6 +44,20 @@ pub struct Raw<'a> {
 pub fn target(r: &Raw) -> Option<Target> {
     match r.kind {
         TK_NONE => None,
+        TK_DENTRY if r.flags & TF_SOCK != 0 => match socket::parse(r.bytes) {
+            Some((sock, names)) => Some(Target::Socket {
+                file: dentry_name(&Raw { bytes: names, ..*r }).into(),
+                connection: Some(sock.connection().into()),
+                state: Some(sock.state().into()),
+            }),
+            None => Some(Target::Unresolved),
+        },
+        // A socket the kernel side could not read: still a socket.
+        TK_DENTRY if r.magic == SOCKFS => Some(Target::Socket {
+            file: dentry_name(r).into(),
+            connection: None,
+            state: None,
+        }),
         TK_DENTRY => Some(Target::File(dentry_name(r).into())),
         TK_USTR => {
             // The copy may lack its NUL when cut at the record's size.
@@ -178,9 +194,62 @@ mod tests {
             bytes,
         };
         match target(&r) {
-            Some(Target::File(s)) => s.to_string(),
+            Some(t) => t.file().expect("a name").to_string(),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn sockets_carry_their_connection() {
+        let mut bytes = socket::tests::record(
+            2,
+            1,
+            6,
+            1,
+            (&[10, 0, 0, 1], 5432),
+            (&[10, 0, 0, 2], 39856),
+            b"",
+            b"",
+        );
+        bytes.extend_from_slice(b"TCP\0");
+        let r = Raw {
+            kind: TK_DENTRY,
+            flags: TF_PSEUDO | TF_SOCK,
+            magic: SOCKFS,
+            ino: 77,
+            bytes: &bytes,
+        };
+        assert_eq!(
+            target(&r),
+            Some(Target::Socket {
+                file: "socket:[77]".into(),
+                connection: Some("TCP 10.0.0.1:5432->10.0.0.2:39856".into()),
+                state: Some("ESTABLISHED".into()),
+            })
+        );
+        let cut = Raw {
+            bytes: &bytes[..40],
+            ..r
+        };
+        assert_eq!(
+            target(&cut),
+            Some(Target::Unresolved),
+            "a short record names nothing"
+        );
+        let unread = Raw {
+            flags: TF_PSEUDO,
+            bytes: b"TCP\0",
+            ..r
+        };
+        assert_eq!(
+            target(&unread),
+            Some(Target::Socket {
+                file: "socket:[77]".into(),
+                connection: None,
+                state: None,
+            }),
+            "a socket whose connection could not be read is still a socket"
+        );
     }
 
     #[test]

@@ -166,6 +166,29 @@ filters: state=DISK › syscall=pread64 › comm=postgres › kstack_top=pipe_re
 }
 
 #[test]
+fn thread_view_shows_the_connection_of_a_socket() {
+    let mut a = prepared(6, true);
+    key(&mut a, KeyCode::Char('\\'));
+    typed(&mut a, "tid=101");
+    key(&mut a, KeyCode::Enter);
+    screen(&mut a, 100, 20);
+    a.thread.samples[0].1.target = Some(std::sync::Arc::new(crate::model::Target::Socket {
+        file: "socket:[77]".into(),
+        connection: Some("TCP 10.0.0.1:5432->10.0.0.2:39856".into()),
+        state: Some("ESTABLISHED".into()),
+    }));
+    let s = screen(&mut a, 100, 20);
+    assert!(
+        s.contains("\nfile   socket:[77]\nconn   TCP 10.0.0.1:5432->10.0.0.2:39856  ESTABLISHED\nkstack "),
+        "{s}"
+    );
+    // Not a socket: no conn line.
+    key(&mut a, KeyCode::Down);
+    let s = screen(&mut a, 100, 20);
+    assert!(s.contains("file   /var/lib/") && !s.contains("conn   "), "{s}");
+}
+
+#[test]
 fn help_screen() {
     let mut a = prepared(30, true);
     key(&mut a, KeyCode::F(1));

@@ -176,6 +176,19 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
                 Span::raw(file.to_string()),
             ]));
         }
+        // What its socket connects, and in which state.
+        let value = |d: &str| dimensions::find(d).expect("registry column").value(snap, picked);
+        let (conn, state) = (value("connection"), value("conn_state"));
+        if conn != crate::value::Value::Missing {
+            let state = match state {
+                crate::value::Value::Missing => String::new(),
+                s => format!("  {s}"),
+            };
+            lines.push(Line::from(vec![
+                Span::styled("conn   ", dim),
+                Span::raw(format!("{conn}{state}")),
+            ]));
+        }
     }
     lines.push(stack_line("kstack ", picked.kstack.as_deref(), true));
     lines.push(stack_line("ustack ", picked.ustack.as_deref(), false));

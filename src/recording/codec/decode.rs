@@ -341,6 +341,16 @@ impl Decoder {
             T_NONE => return Ok(None),
             T_UNRESOLVED => Target::Unresolved,
             T_FILE => Target::File(self.str_ref(i, MAX_STRING)?),
+            T_SOCKET => Target::Socket {
+                file: self.str_ref(i, MAX_STRING)?,
+                connection: Some(self.str_ref(i, MAX_STRING)?),
+                state: Some(self.str_ref(i, MAX_STRING)?),
+            },
+            T_SOCKET_UNREAD => Target::Socket {
+                file: self.str_ref(i, MAX_STRING)?,
+                connection: None,
+                state: None,
+            },
             k => bail!("unknown target kind {k}"),
         };
         if let Some(known) = self.interned_targets.get(&t) {

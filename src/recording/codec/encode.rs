@@ -286,6 +286,25 @@ impl Encoder {
                     let id = self.string(name);
                     fields.uv(id.into());
                 }
+                Some(Target::Socket {
+                    file,
+                    connection,
+                    state,
+                }) => match (connection, state) {
+                    (Some(c), Some(st)) => {
+                        fields.u8(T_SOCKET);
+                        for s in [file, c, st] {
+                            let id = self.string(s);
+                            fields.uv(id.into());
+                        }
+                    }
+                    // Both are read together; one without the other is unread.
+                    _ => {
+                        fields.u8(T_SOCKET_UNREAD);
+                        let id = self.string(file);
+                        fields.uv(id.into());
+                    }
+                },
             }
         }
         o.uv(mask);

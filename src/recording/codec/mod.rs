@@ -1,5 +1,5 @@
-//! Snapshot encoding (format version 3; version 1 lacked user stacks, 2 the
-//! syscall's target). Strings, processes and stacks are
+//! Snapshot encoding (format version 4; version 1 lacked user stacks, 2 the
+//! syscall's target, 3 its socket's connection). Strings, processes and stacks are
 //! defined once per key interval and then referred to by id; each thread's
 //! static fields (tgid, user, comm, cgroup, ...) are stored when they change,
 //! and its dynamic fields as a bit mask of what differs from a prediction made
@@ -55,6 +55,10 @@ const M_TARGET: u64 = 1 << 14;
 const T_NONE: u8 = 0;
 const T_UNRESOLVED: u8 = 1;
 const T_FILE: u8 = 2;
+/// Since version 4: `tag file-id connection-id state-id`, or `tag file-id`
+/// for a socket whose connection could not be read.
+const T_SOCKET: u8 = 3;
+const T_SOCKET_UNREAD: u8 = 4;
 /// The four "time since X" fields advance with the clock while nothing happens.
 const M_TIMES: [u64; 4] = [M_OFFCPU, M_ONCPU, M_RUNQ, M_SCNS];
 
