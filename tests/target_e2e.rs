@@ -420,37 +420,34 @@ fn files_of_blocked_threads_are_named_from_their_descriptors() {
     scene.finish();
 }
 
-#[test]
-fn batch_groups_by_filename() {
-    let Some(_serial) = live_bpf() else { return };
-    let scene = Scene::start();
+/// `xtop -b` for three passes over this process's threads, with `args`: its
+/// output.
+fn batch(args: &[&str]) -> String {
     let pid = std::process::id().to_string();
     let out = common::observe::on_cpu0(|| {
         std::process::Command::new(env!("CARGO_BIN_EXE_xtop"))
-            .args([
-                "-b",
-                "-n",
-                "3",
-                "-i",
-                "200ms",
-                "-a",
-                "-p",
-                &pid,
-                "-g",
-                "filename,comm",
-            ])
+            .args(["-b", "-n", "3", "-i", "200ms", "-a", "-p", &pid])
+            .args(args)
             .output()
             .unwrap()
     });
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8(out.stdout).unwrap();
-    // A row whose last two columns are these.
-    let row = |text: &str, file: &str, comm: &str| {
-        text.lines().any(|l| {
-            let cols: Vec<&str> = l.split_whitespace().collect();
-            cols.len() >= 2 && cols[cols.len() - 2] == file && cols[cols.len() - 1] == comm
-        })
-    };
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A row of `text` whose last two columns are these.
+fn row(text: &str, a: &str, b: &str) -> bool {
+    text.lines().any(|l| {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        cols.len() >= 2 && cols[cols.len() - 2] == a && cols[cols.len() - 1] == b
+    })
+}
+
+#[test]
+fn batch_groups_by_filename_and_connection() {
+    let Some(_serial) = live_bpf() else { return };
+    let scene = Scene::start();
+    let text = batch(&["-g", "filename,comm"]);
     let pipe = format!("pipe:[{}]", scene.pipe_ino);
     assert!(row(&text, &pipe, PIPE), "no {pipe} group:\n{text}");
     assert!(
@@ -464,27 +461,7 @@ fn batch_groups_by_filename() {
     );
 
     // Grouped by connection state, filtered on the connection.
-    let out = common::observe::on_cpu0(|| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_xtop"))
-            .args([
-                "-b",
-                "-n",
-                "3",
-                "-i",
-                "200ms",
-                "-a",
-                "-p",
-                &pid,
-                "-g",
-                "conn_state,comm",
-                "-w",
-                "connection~TCP ",
-            ])
-            .output()
-            .unwrap()
-    });
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = batch(&["-g", "conn_state,comm", "-w", "connection~TCP "]);
     for (state, comm) in [
         ("ESTABLISHED", TCP4_C),
         ("ESTABLISHED", TCP6_S),
