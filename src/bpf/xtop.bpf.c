@@ -686,7 +686,7 @@ static __always_inline __u32 read_sock(struct file *f, struct tgt_buf *b)
 		own = unix_path(sk, b->b + sizeof(*sr));
 		sr->uown_len = own;
 		peer = BPF_CORE_READ((struct unix_sock *)sk, peer);
-		if (peer && own <= XTOP_SUN_PATH)
+		if (peer)
 			sr->upeer_len = unix_path(peer, b->b + sizeof(*sr) + own);
 		return sizeof(*sr) + sr->uown_len + sr->upeer_len;
 	default:

@@ -166,18 +166,16 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     // Stacks of the sample under the cursor (the newest until one is picked).
     let picked = t.samples.get(app.level.selected).map_or(last, |(_, s)| s);
     if let Some(snap) = app.history.latest() {
-        // The file the picked sample's syscall works on, as the registry names it.
-        let file = dimensions::find("filename")
-            .expect("registry column")
-            .value(snap, picked);
+        // The file the picked sample's syscall works on, and what its socket
+        // connects, as the registry names them.
+        let value = |d: &str| dimensions::find(d).expect("registry column").value(snap, picked);
+        let file = value("filename");
         if file != crate::value::Value::Missing {
             lines.push(Line::from(vec![
                 Span::styled("file   ", dim),
                 Span::raw(file.to_string()),
             ]));
         }
-        // What its socket connects, and in which state.
-        let value = |d: &str| dimensions::find(d).expect("registry column").value(snap, picked);
         let (conn, state) = (value("connection"), value("conn_state"));
         if conn != crate::value::Value::Missing {
             let state = match state {
