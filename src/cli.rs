@@ -104,6 +104,10 @@ pub struct SamplingArgs {
     /// `filename` column shows '?').
     #[arg(long)]
     pub no_file_names: bool,
+    /// Do not read programs' own wait states (PostgreSQL's wait events; the
+    /// `app_wait` columns show '?' for them).
+    #[arg(long)]
+    pub no_app_wait: bool,
 }
 
 impl SamplingArgs {
@@ -117,6 +121,7 @@ impl SamplingArgs {
             unwind: self.unwind,
             profile_hz: self.profile_hz,
             file_names: !self.no_file_names,
+            app_waits: !self.no_app_wait,
         }
     }
 }

@@ -6,7 +6,7 @@ pub mod stack;
 
 use std::sync::Arc;
 
-use crate::model::{Snapshot, Syscall, Target, ThreadSample};
+use crate::model::{AppWait, Snapshot, Syscall, Target, ThreadSample};
 use crate::value::Value;
 
 pub type Extract = fn(&Snapshot, &ThreadSample) -> Value;
@@ -86,6 +86,16 @@ fn socket_field(s: &ThreadSample, state: bool) -> Value {
             None => Value::Unknown,
         },
         _ => Value::Missing,
+    }
+}
+
+/// A part of the program's own wait state: '-' where the program publishes
+/// none, '?' where it could not be read; `none` while it waits on nothing.
+fn app_field(s: &ThreadSample, part: fn(&Arc<str>, &Arc<str>, &Arc<str>) -> Value) -> Value {
+    match s.app.as_deref() {
+        None => Value::Missing,
+        Some(AppWait::Unread) => Value::Unknown,
+        Some(AppWait::Known { class, event, state }) => part(class, event, state),
     }
 }
 
@@ -258,6 +268,53 @@ pub static DIMENSIONS: &[Dimension] = &[
         "State of that connection: TCP's (ESTABLISHED, LISTEN, SYN_SENT, CLOSE_WAIT, ...); \
          CONNECTED, UNCONNECTED or LISTEN for UDP and UNIX sockets; '-' for sockets without one.",
         |_, s| socket_field(s, true),
+    ),
+    dim(
+        "app_wait",
+        false,
+        "What the thread's program itself says it waits on, read from its memory at each pass: \
+         PostgreSQL's wait event as class:event ('Client:ClientRead', 'LWLock:WALWrite', \
+         'IO:DataFileRead', 'Lock:transactionid'), 'none' while the backend waits on nothing \
+         PostgreSQL instruments; '-' for programs that publish none, '?' where it could not be read.",
+        |_, s| {
+            app_field(s, |c, e, _| {
+                if c.is_empty() {
+                    Value::Name("none")
+                } else {
+                    Value::Text(format!("{c}:{e}").into())
+                }
+            })
+        },
+    ),
+    dim(
+        "app_wait_class",
+        false,
+        "The class of app_wait: PostgreSQL's wait_event_type (Client, LWLock, Lock, IO, IPC, \
+         Activity, Timeout, BufferPin, Extension); 'none' while not waiting.",
+        |_, s| {
+            app_field(s, |c, _, _| {
+                if c.is_empty() {
+                    Value::Name("none")
+                } else {
+                    Value::Text(c.clone())
+                }
+            })
+        },
+    ),
+    dim(
+        "app_state",
+        false,
+        "What kind of process the program says the thread is: PostgreSQL's backend_type \
+         ('client backend', 'autovacuum worker', 'walwriter', 'checkpointer').",
+        |_, s| {
+            app_field(s, |_, _, st| {
+                if st.is_empty() {
+                    Value::Unknown
+                } else {
+                    Value::Text(st.clone())
+                }
+            })
+        },
     ),
     dim(
         "kstack_top",
@@ -507,6 +564,31 @@ mod tests {
         assert_eq!(v("connection", &s), "?", "the descriptor may have been a socket");
         s.target = None;
         assert_eq!(v("connection", &s), "-");
+    }
+
+    #[test]
+    fn app_wait_tells_none_unread_and_not_waiting_apart() {
+        use crate::model::fixture::{sample, snapshot};
+        use crate::model::State;
+        let snap = snapshot(0, vec![]);
+        let v = |d: &str, s: &ThreadSample| find(d).unwrap().value(&snap, s).to_string();
+        let mut s = sample(1, 1, "postgres", State::Sleep, Some(45));
+        let all = |s: &ThreadSample| [v("app_wait", s), v("app_wait_class", s), v("app_state", s)];
+        assert_eq!(all(&s), ["-", "-", "-"], "a program without a wait state");
+        s.app = Some(Arc::new(AppWait::Unread));
+        assert_eq!(all(&s), ["?", "?", "?"]);
+        s.app = Some(Arc::new(AppWait::Known {
+            class: "LWLock".into(),
+            event: "WALWrite".into(),
+            state: "client backend".into(),
+        }));
+        assert_eq!(all(&s), ["LWLock:WALWrite", "LWLock", "client backend"]);
+        s.app = Some(Arc::new(AppWait::Known {
+            class: "".into(),
+            event: "".into(),
+            state: "".into(),
+        }));
+        assert_eq!(all(&s), ["none", "none", "?"]);
     }
 
     #[test]

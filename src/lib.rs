@@ -5,6 +5,7 @@
 //! writes tables, CSV and JSON; `batch` is `xtop -b`.
 
 pub mod aggregation;
+pub mod appwait;
 pub mod atomic_file;
 pub mod batch;
 pub mod cli;

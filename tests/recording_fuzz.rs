@@ -251,8 +251,9 @@ impl Tally {
     }
 }
 
-/// The seed recordings: the repository's (a real capture with stacks, both
-/// format versions) and synthetic ones written by xtop here (key and delta
+/// The seed recordings: the repository's (a real capture with stacks, golden
+/// files of the older formats and of the current one, whose fields are a
+/// superset of version 4's) and synthetic ones written by xtop here (key and delta
 /// frames, compressed and raw, an appended second session).
 fn seeds(dir: &Path) -> Vec<Vec<u8>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -261,7 +262,7 @@ fn seeds(dir: &Path) -> Vec<Vec<u8>> {
         "src/recording/testdata/v1.xtop",
         "src/recording/testdata/v2.xtop",
         "src/recording/testdata/v3.xtop",
-        "src/recording/testdata/v4.xtop",
+        "src/recording/testdata/v5.xtop",
     ]
     .iter()
     .map(|p| fs::read(root.join(p)).unwrap())

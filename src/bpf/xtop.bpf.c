@@ -61,6 +61,15 @@ struct {
 	__type(value, __u8);
 } pid_filter SEC(".maps");
 
+/* Processes whose wait state the iterator reads (struct app_proc), by tgid.
+ * LRU: userspace never has to clean up after processes that exited. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct app_proc);
+} app_procs SEC(".maps");
+
 /* Scratch record: too large for the 512-byte BPF stack. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -133,6 +142,7 @@ volatile bool emit_all;      /* also report sleeping / idle / parked threads */
 volatile bool user_stacks;   /* walk user stacks (off-CPU at pass time, on-CPU in the profile) */
 volatile bool pid_filter_on;
 volatile bool resolve_targets; /* name the file or path each syscall works on */
+volatile bool read_apps;     /* read programs' own wait states (app_procs) */
 volatile __u32 pass_gen;     /* incremented by userspace before each pass */
 __u64 pass_now_ns;            /* clocks read at the first thread of a pass */
 __u64 pass_now_rq;
@@ -876,6 +886,49 @@ static __always_inline void resolve_target(struct task_struct *task, struct task
 		resolve_fd(task, fd, r, b);
 }
 
+/* The registration that covers a thread: its process's own, or else its
+ * parent's, which a child forked without an exec shares (a PostgreSQL backend
+ * and its postmaster). Either holds only for the same mm layout and exe. */
+static __always_inline struct app_proc *app_proc_of(struct task_struct *task, __u32 tgid)
+{
+	struct app_proc *e;
+	__u32 ptgid;
+	__u64 start_code = BPF_CORE_READ(task, mm, start_code);
+	__u64 ino = BPF_CORE_READ(task, mm, exe_file, f_inode, i_ino);
+
+	e = bpf_map_lookup_elem(&app_procs, &tgid);
+	if (!e) {
+		ptgid = BPF_CORE_READ(task, group_leader, real_parent, tgid);
+		e = bpf_map_lookup_elem(&app_procs, &ptgid);
+	}
+	if (!e || !start_code || e->start_code != start_code || e->exe_ino != ino)
+		return 0;
+	return e;
+}
+
+/* The program's own account of what the thread waits on, read from its
+ * memory here so that the program pays nothing for it: PostgreSQL keeps its
+ * wait_event_info behind the pointer my_wait_event_info. */
+static __always_inline void read_app(struct task_struct *task, struct task_sample *r)
+{
+	struct app_proc *e = app_proc_of(task, r->tgid);
+	__u64 ptr = 0;
+	__u32 v = 0;
+
+	if (!e)
+		return;
+	r->app_flags = AF_FOUND;
+	if (!bpf_copy_from_user_task(&ptr, sizeof(ptr), (void *)e->wait_ptr, task, 0) && ptr &&
+	    !bpf_copy_from_user_task(&v, sizeof(v), (void *)ptr, task, 0)) {
+		r->app_wait = v;
+		r->app_flags |= AF_WAIT;
+	}
+	if (e->state_addr && !bpf_copy_from_user_task(&v, sizeof(v), (void *)e->state_addr, task, 0)) {
+		r->app_state = v;
+		r->app_flags |= AF_STATE;
+	}
+}
+
 SEC("iter.s/task")
 int dump_tasks(struct bpf_iter__task *ctx)
 {
@@ -969,6 +1022,8 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	 * one: a rename or unlink elsewhere changes its file's name meanwhile. */
 	if (b && !exit_state)
 		resolve_target(task, r, b);
+	if (read_apps && !exit_state && !(pflags & NO_USER_STACK))
+		read_app(task, r);
 	/* Negative: the unwinder failed; either way nothing follows the header. */
 	if (r->kstack_len < 0 || r->kstack_len > sizeof(r->kstack))
 		r->kstack_len = 0;

@@ -51,6 +51,22 @@ struct sock_rec {
 };
 #define XTOP_SUN_PATH 108 /* sizeof(sockaddr_un.sun_path) */
 
+/* A process whose program publishes its own wait state in its memory
+ * (src/appwait), registered by userspace in app_procs under its tgid. The
+ * addresses hold in every process forked from it without an exec: the
+ * iterator checks that the thread's mm has the same start_code and exe. */
+struct app_proc {
+	__u64 wait_ptr;        /* address of a pointer to the u32 wait state (my_wait_event_info) */
+	__u64 state_addr;      /* address of the u32 process kind (MyBackendType); 0: none */
+	__u64 start_code;      /* mm->start_code of the registered process */
+	__u64 exe_ino;         /* inode number of its executable */
+};
+
+/* task_sample.app_flags */
+#define AF_FOUND 1 /* the thread's process is registered (or forked from one that is) */
+#define AF_WAIT  2 /* app_wait was read */
+#define AF_STATE 4 /* app_state was read */
+
 /* sc_target[nr]: which argument of syscall nr names a file (src/target/args.rs) */
 #define TA_FD     0x10 /* | argument index: a descriptor */
 #define TA_PATH   0x20 /* | argument index: a path in the thread's memory */
@@ -122,9 +138,12 @@ struct task_sample {
 	__u32 tgt_magic;       /* s_magic of its filesystem (TK_DENTRY) */
 	__s32 tgt_fd;          /* the descriptor resolved, -1: none */
 	__u32 tgt_len;         /* bytes of file record after the window */
+	__u32 app_wait;        /* the program's own wait state (AF_WAIT): PostgreSQL's wait_event_info */
+	__u32 app_state;       /* and its kind of process (AF_STATE): PostgreSQL's BackendType */
 	__u8 tgt_kind;         /* TK_* */
 	__u8 tgt_flags;        /* TF_* */
-	__u16 tgt_pad;
+	__u8 app_flags;        /* AF_* */
+	__u8 app_pad;
 	char comm[XTOP_COMM_LEN];
 	char pcomm[XTOP_COMM_LEN];
 	/* Written after the header: kstack_len bytes of kstack, ustack_len of

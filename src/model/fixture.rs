@@ -63,6 +63,7 @@ pub fn sample(tid: u32, tgid: u32, comm: &str, state: State, nr: Option<u32>) ->
             })
         }),
         target: nr.and_then(|nr| target_of(comm, nr)).map(Arc::new),
+        app: None,
     }
 }
 

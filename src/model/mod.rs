@@ -180,6 +180,24 @@ impl Target {
     }
 }
 
+/// What a thread's program itself says the thread waits on (src/appwait):
+/// PostgreSQL's wait event and backend type. A sample of a thread whose
+/// program publishes none has no `AppWait` at all.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AppWait {
+    /// The program publishes its wait state, but xtop could not read it (not
+    /// yet registered, unmapped memory, a binary without the symbol).
+    Unread,
+    /// `class` and `event` in the program's own names (`LWLock`, `WALWrite`),
+    /// both empty while it waits on nothing; `state` its kind of process
+    /// (`client backend`, `checkpointer`), empty where it could not be read.
+    Known {
+        class: Arc<str>,
+        event: Arc<str>,
+        state: Arc<str>,
+    },
+}
+
 /// One thread at one instant.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ThreadSample {
@@ -206,6 +224,8 @@ pub struct ThreadSample {
     /// The file the current syscall works on; None outside a syscall with a
     /// descriptor or path argument (or when not resolved at all).
     pub target: Option<Arc<Target>>,
+    /// The program's own wait state; None where it publishes none.
+    pub app: Option<Arc<AppWait>>,
 }
 
 impl ThreadSample {

@@ -75,6 +75,11 @@ pub fn target_cost() -> u64 {
     (std::mem::size_of::<crate::model::Target>() as u64) + ENTRY
 }
 
+/// A program's wait state, shared by the samples that have it.
+pub fn app_cost() -> u64 {
+    (std::mem::size_of::<crate::model::AppWait>() as u64) + ENTRY
+}
+
 pub fn ident_cost() -> u64 {
     (std::mem::size_of::<crate::model::ThreadIdent>() as u64) + ENTRY
 }

@@ -189,6 +189,7 @@ pub fn workload(threads: u32, snapshots: u64, interval: Duration, seed: u64) -> 
                 kstack: blocked.then(|| stacks[1].clone()),
                 ustack: Some(ustacks[if blocked { 0 } else { 1 }].clone()),
                 target: None,
+                app: None,
             };
             (i % 10, t)
         })

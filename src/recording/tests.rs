@@ -37,6 +37,33 @@ impl Drop for TempDir {
 
 /// Fixture snapshots exercising every field's edge cases.
 pub(crate) fn varied() -> Vec<Snapshot> {
+    use crate::model::AppWait;
+    let mut snaps = varied_v4();
+    // Programs' own wait states (version 5): a wait, the same again, not
+    // waiting with an unknown backend type, unread, then none.
+    let lwlock = Arc::new(AppWait::Known {
+        class: "LWLock".into(),
+        event: "WALWrite".into(),
+        state: "client backend".into(),
+    });
+    snaps[2].samples[0].app = Some(lwlock.clone());
+    snaps[3].samples[0].app = Some(lwlock);
+    snaps[4].samples[0].app = Some(Arc::new(AppWait::Known {
+        class: "".into(),
+        event: "".into(),
+        state: "".into(),
+    }));
+    snaps[5].samples[0].app = Some(Arc::new(AppWait::Unread));
+    snaps[6].samples[1].app = Some(Arc::new(AppWait::Known {
+        class: "IO".into(),
+        event: "#999".into(),
+        state: "walwriter".into(),
+    }));
+    snaps
+}
+
+/// `varied()` as it was in format version 4, before programs' wait states.
+fn varied_v4() -> Vec<Snapshot> {
     use crate::model::Target;
     let mut snaps = varied_v3();
     // Sockets (version 4): connected, the same again, unread, UNIX.
@@ -165,6 +192,7 @@ fn reads_the_version_1_golden_file() {
     for s in want.iter_mut().flat_map(|n| n.samples.iter_mut()) {
         s.ustack = None;
         s.target = None;
+        s.app = None;
     }
     assert_eq!(golden(1).snapshots, want);
 }
@@ -180,6 +208,7 @@ fn reads_the_version_2_golden_file() {
     let mut want = varied();
     for s in want.iter_mut().flat_map(|n| n.samples.iter_mut()) {
         s.target = None;
+        s.app = None;
     }
     assert_eq!(r.snapshots, want);
 }
@@ -205,6 +234,17 @@ fn reads_the_version_4_golden_file() {
         .snapshots
         .iter()
         .any(|n| n.samples.iter().any(|s| s.target.as_deref().is_some_and(sock))));
+    assert_eq!(r.snapshots, varied_v4());
+}
+
+/// Version 5 added the program's own wait state.
+#[test]
+fn reads_the_version_5_golden_file() {
+    let r = golden(5);
+    assert!(r
+        .snapshots
+        .iter()
+        .any(|n| n.samples.iter().any(|s| s.app.is_some())));
     assert_eq!(r.snapshots, varied());
 }
 
@@ -468,7 +508,7 @@ fn decoder_refuses_unknown_sample_fields() {
     };
     let mut out = Vec::new();
     let err = codec::Decoder::default()
-        .decode(&payload(1 << 15), &mut out, &mut limits::Budget::new())
+        .decode(&payload(1 << 16), &mut out, &mut limits::Budget::new())
         .unwrap_err();
     assert!(err.to_string().contains("unknown"), "{err}");
     // The same bytes with a known bit get past the mask (and fail later, on

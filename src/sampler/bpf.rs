@@ -129,6 +129,7 @@ impl<'obj> Bpf<'obj> {
             bss.user_stacks = opts.user_stacks;
             bss.cfi_windows = opts.unwind == super::Unwind::Cfi;
             bss.resolve_targets = opts.file_names;
+            bss.read_apps = opts.app_waits;
         }
         let iter_link = skel
             .progs
@@ -176,6 +177,21 @@ impl<'obj> Bpf<'obj> {
             bss.pid_filter_on = !pids.is_empty();
         }
         Ok(())
+    }
+
+    /// Tells the iterator where a process keeps its wait state. A failed
+    /// update (the map cannot fail short of memory) leaves the process's
+    /// samples '?', as if unregistered.
+    pub fn register_app(&mut self, r: &crate::appwait::Registration) {
+        let _ = self
+            .skel
+            .maps
+            .app_procs
+            .update(&r.tgid.to_ne_bytes(), &r.value(), MapFlags::ANY);
+    }
+
+    pub fn reads_apps(&self) -> bool {
+        self.skel.maps.bss_data.as_deref().is_some_and(|b| b.read_apps)
     }
 
     /// One pass of the task iterator: the raw records, appended to `buf`.

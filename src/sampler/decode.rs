@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::appwait::AppWatch;
 use crate::model::{Stack, State, Syscall, Target, ThreadSample};
 use crate::symbols::{KernelSymbols, UserSymbols};
 use crate::target::name::{self, Interner, TGT_BYTES};
@@ -223,6 +224,7 @@ impl StackMemo {
 /// The caches `decode` joins records with.
 pub struct Ctx<'a> {
     pub procs: &'a mut ProcCache,
+    pub apps: &'a mut AppWatch,
     pub syms: &'a mut KernelSymbols,
     pub usyms: &'a mut UserSymbols,
     pub memo: &'a mut StackMemo,
@@ -237,6 +239,8 @@ pub fn decode(r: &RawSample, tail: Tail, ctx: &mut Ctx) -> ThreadSample {
     let (kstack, ustack) = ctx.memo.stacks(r, tail.window, ctx.syms, ctx.usyms);
     let syscall = syscall_of(r);
     let target = ctx.memo.target(r, tail.target, &syscall);
+    let program = ctx.apps.program(r.tgid, r.start_ns, kthread);
+    let app = ctx.apps.value(&program, r.app_flags, r.app_wait, r.app_state);
     let raw = RawIdent {
         tid: r.tid,
         tgid: r.tgid,
@@ -260,6 +264,7 @@ pub fn decode(r: &RawSample, tail: Tail, ctx: &mut Ctx) -> ThreadSample {
         kstack,
         ustack,
         target,
+        app,
     }
 }
 

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{anyhow, Context, Result};
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
 
+use crate::appwait::AppWatch;
 use crate::model::{Arch, PassCost, Session, Snapshot};
 use crate::symbols::{KernelSymbols, UserSymbols};
 
@@ -51,6 +52,8 @@ pub struct SamplerOptions {
     pub profile_hz: u32,
     /// Name the file or path each thread's current syscall works on.
     pub file_names: bool,
+    /// Read programs' own wait states (src/appwait).
+    pub app_waits: bool,
 }
 
 /// How off-CPU user stacks are unwound.
@@ -78,6 +81,7 @@ impl Default for SamplerOptions {
             unwind: Unwind::Cfi,
             profile_hz: DEFAULT_PROFILE_HZ,
             file_names: true,
+            app_waits: true,
         }
     }
 }
@@ -106,6 +110,9 @@ impl SamplerOptions {
         }
         if !self.file_names {
             v.push("--no-file-names".into());
+        }
+        if !self.app_waits {
+            v.push("--no-app-wait".into());
         }
         v.join(" ")
     }
@@ -290,9 +297,16 @@ fn run(
                 return;
             }
         };
-    let _ = ready.send(Ok(std::mem::take(&mut bpf.warnings)));
-
     let mut pass = Pass::default();
+    // Servers already running are read from the first pass on.
+    pass.apps.scan();
+    if opts.app_waits {
+        pass.register_apps(&mut bpf);
+    }
+    let mut warnings = std::mem::take(&mut bpf.warnings);
+    warnings.extend(pass.apps.take_warnings());
+    let _ = ready.send(Ok(warnings));
+
     let mut next = Instant::now();
     let mut last_cpu = process_cpu_ns();
     loop {
@@ -354,10 +368,18 @@ struct Pass {
     syms: KernelSymbols,
     usyms: UserSymbols,
     memo: decode::StackMemo,
+    apps: AppWatch,
     gen: u32,
 }
 
 impl Pass {
+    /// Hands the processes found publishing a wait state to the kernel side.
+    fn register_apps(&mut self, bpf: &mut bpf::Bpf) {
+        for r in self.apps.take_pending() {
+            bpf.register_app(&r);
+        }
+    }
+
     fn run(&mut self, bpf: &mut bpf::Bpf, interval: Duration, ncpus: u32) -> Result<Snapshot> {
         // Generation 1 is never used: fresh per-thread state holds 0, and 0 + 1 must not match.
         self.gen = self.gen.wrapping_add(1).max(2);
@@ -368,16 +390,23 @@ impl Pass {
         let t1 = Instant::now();
         self.procs.begin_pass();
         self.usyms.begin_pass();
+        self.apps.begin_pass();
         let mut samples = Vec::new();
         let mut ctx = decode::Ctx {
             procs: &mut self.procs,
             syms: &mut self.syms,
             usyms: &mut self.usyms,
             memo: &mut self.memo,
+            apps: &mut self.apps,
         };
         decode::parse_records(&self.buf, |r, t| samples.push(decode::decode(r, t, &mut ctx)))
             .map_err(|e| anyhow!("malformed task iterator output: {e}"))?;
         self.memo.end_pass();
+        if bpf.reads_apps() {
+            self.register_apps(bpf);
+        } else {
+            self.apps.take_pending();
+        }
         let cost = PassCost {
             walk_ns: (t1 - t0).as_nanos() as u64,
             decode_ns: t1.elapsed().as_nanos() as u64,
@@ -425,11 +454,12 @@ mod tests {
             user_stacks: false,
             profile_hz: 0,
             file_names: false,
+            app_waits: false,
             ..Default::default()
         };
         assert_eq!(
             o.describe(),
-            "-i 1s --no-user-stacks --profile-hz 0 --no-file-names"
+            "-i 1s --no-user-stacks --profile-hz 0 --no-file-names --no-app-wait"
         );
     }
 }

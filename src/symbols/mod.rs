@@ -6,7 +6,7 @@
 mod binary;
 mod cache;
 mod kernel;
-mod maps;
+pub mod maps;
 mod names;
 mod perf_map;
 mod process;

@@ -17,7 +17,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::model::{Snapshot, Stack, State, Syscall, Target, ThreadIdent, ThreadSample};
+use crate::model::{AppWait, Snapshot, Stack, State, Syscall, Target, ThreadIdent, ThreadSample};
 
 /// An interning key for values the sampler and the recording decoder share as
 /// Arcs (thread identities, stacks): equal by pointer first, then by value, and
@@ -56,6 +56,12 @@ impl KeyHash for Stack {
     }
 }
 
+impl KeyHash for AppWait {
+    fn key_hash<H: Hasher>(&self, h: &mut H) {
+        self.hash(h);
+    }
+}
+
 impl KeyHash for Target {
     fn key_hash<H: Hasher>(&self, h: &mut H) {
         self.hash(h);
@@ -85,6 +91,7 @@ struct Episode {
     kstack: u32,
     ustack: u32,
     target: u32,
+    app: u32,
     syscall: u8,
     /// 0 unknown, 1 preempted, 2 voluntary.
     voluntary: u8,
@@ -229,6 +236,7 @@ pub struct History {
     episodes: Episodes,
     stacks: Interner<ArcKey<Stack>>,
     targets: Interner<ArcKey<Target>>,
+    apps: Interner<ArcKey<AppWait>>,
     /// Keep snapshots newer than `latest - limit`; None keeps everything (replay).
     limit: Option<Duration>,
     /// Id of `snaps[0]`: ids count every snapshot ever pushed, so caches can
@@ -252,6 +260,7 @@ impl History {
             },
             stacks: Interner::new(),
             targets: Interner::new(),
+            apps: Interner::new(),
             limit,
             first_id: 0,
             samples: 0,
@@ -343,6 +352,9 @@ impl History {
                     if e.target != NONE_U32 {
                         self.targets.release(e.target);
                     }
+                    if e.app != NONE_U32 {
+                        self.apps.release(e.app);
+                    }
                 }
             }
             self.samples -= old.rows.len();
@@ -377,6 +389,10 @@ impl History {
         let tknown = target_key
             .as_ref()
             .map_or(Some(NONE_U32), |t| self.targets.ids.get(t).copied());
+        let app_key = s.app.as_ref().map(|a| ArcKey(a.clone()));
+        let aknown = app_key
+            .as_ref()
+            .map_or(Some(NONE_U32), |a| self.apps.ids.get(a).copied());
         let mut e = Episode {
             args,
             seq,
@@ -389,6 +405,7 @@ impl History {
             kstack: known.unwrap_or(NONE_U32),
             ustack: uknown.unwrap_or(NONE_U32),
             target: tknown.unwrap_or(NONE_U32),
+            app: aknown.unwrap_or(NONE_U32),
             syscall,
             voluntary: s.voluntary.map_or(0, |v| 1 + v as u8),
         };
@@ -399,11 +416,13 @@ impl History {
         let shared = known
             .and(uknown)
             .and(tknown)
+            .and(aknown)
             .and_then(|_| self.episodes.share(&e, prev));
         let episode = shared.unwrap_or_else(|| {
             e.kstack = stack_key.map_or(NONE_U32, |k| self.stacks.acquire(k));
             e.ustack = ustack_key.map_or(NONE_U32, |u| self.stacks.acquire(u));
             e.target = target_key.map_or(NONE_U32, |t| self.targets.acquire(t));
+            e.app = app_key.map_or(NONE_U32, |a| self.apps.acquire(a));
             self.episodes.insert(e)
         });
         self.last_episode[thread as usize] = episode;
@@ -458,6 +477,7 @@ impl History {
             kstack: (e.kstack != NONE_U32).then(|| self.stacks.get(e.kstack).0.clone()),
             ustack: (e.ustack != NONE_U32).then(|| self.stacks.get(e.ustack).0.clone()),
             target: (e.target != NONE_U32).then(|| self.targets.get(e.target).0.clone()),
+            app: (e.app != NONE_U32).then(|| self.apps.get(e.app).0.clone()),
         }
     }
 
@@ -499,6 +519,7 @@ impl History {
             + self.episodes.free.capacity() * 4
             + self.stacks.bytes()
             + self.targets.bytes()
+            + self.apps.bytes()
     }
 
     /// Live entries: (threads, episodes, stacks).
@@ -515,7 +536,7 @@ mod tests {
     #[test]
     fn rows_are_16_bytes() {
         assert_eq!(std::mem::size_of::<Row>(), 16);
-        assert_eq!(std::mem::size_of::<(Episode, u32)>(), 120);
+        assert_eq!(std::mem::size_of::<(Episode, u32)>(), 128);
     }
 
     #[test]
@@ -529,7 +550,24 @@ mod tests {
         if let Syscall::In { ns_so_far, .. } = &mut snap.samples[4].syscall {
             *ns_so_far = None;
         }
+        snap.samples[5].app = Some(Arc::new(AppWait::Known {
+            class: "IO".into(),
+            event: "WALSync".into(),
+            state: "client backend".into(),
+        }));
+        snap.samples[0].app = Some(Arc::new(AppWait::Unread));
         h.push(snap.clone());
+        assert_eq!(h.materialize(0), snap);
+        // The same thread waiting elsewhere is a new episode, not the old one.
+        let mut next = snap.clone();
+        next.time_ns += 1_000_000_000;
+        next.samples[5].app = Some(Arc::new(AppWait::Known {
+            class: "Client".into(),
+            event: "ClientRead".into(),
+            state: "client backend".into(),
+        }));
+        h.push(next.clone());
+        assert_eq!(h.materialize(1), next);
         assert_eq!(h.materialize(0), snap);
         assert_eq!(h.find_tid(0, 200), Some(3));
         assert_eq!(h.find_tid(0, 150), None);

@@ -166,7 +166,7 @@ filters: state=DISK › syscall=pread64 › comm=postgres › kstack_top=pipe_re
 }
 
 #[test]
-fn thread_view_shows_the_connection_of_a_socket() {
+fn thread_view_shows_the_connection_and_app_wait_of_a_socket() {
     let mut a = prepared(6, true);
     key(&mut a, KeyCode::Char('\\'));
     typed(&mut a, "tid=101");
@@ -177,15 +177,26 @@ fn thread_view_shows_the_connection_of_a_socket() {
         connection: Some("TCP 10.0.0.1:5432->10.0.0.2:39856".into()),
         state: Some("ESTABLISHED".into()),
     }));
+    a.thread.samples[0].1.app = Some(std::sync::Arc::new(crate::model::AppWait::Known {
+        class: "Client".into(),
+        event: "ClientRead".into(),
+        state: "client backend".into(),
+    }));
     let s = screen(&mut a, 100, 20);
     assert!(
-        s.contains("\nfile   socket:[77]\nconn   TCP 10.0.0.1:5432->10.0.0.2:39856  ESTABLISHED\nkstack "),
+        s.contains(
+            "\nfile   socket:[77]\nconn   TCP 10.0.0.1:5432->10.0.0.2:39856  ESTABLISHED\n\
+             app    Client:ClientRead  (client backend)\nkstack "
+        ),
         "{s}"
     );
-    // Not a socket: no conn line.
+    // Not a socket: no conn line; a program without a wait state: no app line.
     key(&mut a, KeyCode::Down);
     let s = screen(&mut a, 100, 20);
-    assert!(s.contains("file   /var/lib/") && !s.contains("conn   "), "{s}");
+    assert!(
+        s.contains("file   /var/lib/") && !s.contains("conn   ") && !s.contains("app    "),
+        "{s}"
+    );
 }
 
 #[test]

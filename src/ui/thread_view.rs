@@ -187,6 +187,14 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
                 Span::raw(format!("{conn}{state}")),
             ]));
         }
+        // What the program itself says it waits on (PostgreSQL's event).
+        let (wait, kind) = (value("app_wait"), value("app_state"));
+        if wait != crate::value::Value::Missing {
+            lines.push(Line::from(vec![
+                Span::styled("app    ", dim),
+                Span::raw(format!("{wait}  ({kind})")),
+            ]));
+        }
     }
     lines.push(stack_line("kstack ", picked.kstack.as_deref(), true));
     lines.push(stack_line("ustack ", picked.ustack.as_deref(), false));

@@ -5,5 +5,6 @@ pub mod limited;
 pub mod markers;
 pub mod mutate;
 pub mod observe;
+pub mod postgres;
 pub mod pty;
 pub mod workload;

@@ -10,10 +10,10 @@ use std::time::Duration;
 use anyhow::{anyhow, bail};
 
 use super::*;
-use crate::model::{PassCost, Process, Stack, Target, ThreadIdent};
+use crate::model::{AppWait, PassCost, Process, Stack, Target, ThreadIdent};
 use crate::recording::limits::{
-    corrupt, ident_cost, process_cost, snapshot_cost, stack_cost, string_cost, target_cost, Budget, MAX_COMM,
-    MAX_NAME, MAX_STACK_FRAMES, MAX_STRING, MAX_THREADS,
+    app_cost, corrupt, ident_cost, process_cost, snapshot_cost, stack_cost, string_cost, target_cost, Budget,
+    MAX_COMM, MAX_NAME, MAX_STACK_FRAMES, MAX_STRING, MAX_THREADS,
 };
 
 struct DecThread {
@@ -45,6 +45,7 @@ pub struct Decoder {
     interned_processes: HashMap<ProcessKey, Arc<Process>>,
     idents: HashMap<IdentKey, Arc<ThreadIdent>>,
     interned_targets: HashSet<Arc<Target>>,
+    interned_apps: HashSet<Arc<AppWait>>,
 }
 
 impl Decoder {
@@ -54,18 +55,21 @@ impl Decoder {
         let mut processes = std::mem::take(&mut self.interned_processes);
         let mut strings = std::mem::take(&mut self.interned_strings);
         let mut targets = std::mem::take(&mut self.interned_targets);
+        let mut apps = std::mem::take(&mut self.interned_apps);
         *self = Decoder::default();
         // What no decoded snapshot holds any more is not worth keeping. In this
         // order, so what a kept identity refers to is kept too (its count is
         // above one), and no key holds the address of something freed.
         idents.retain(|_, i| Arc::strong_count(i) > 1);
         targets.retain(|t| Arc::strong_count(t) > 1);
+        apps.retain(|a| Arc::strong_count(a) > 1);
         processes.retain(|_, p| Arc::strong_count(p) > 1);
         strings.retain(|s| Arc::strong_count(s) > 1);
         self.idents = idents;
         self.interned_processes = processes;
         self.interned_strings = strings;
         self.interned_targets = targets;
+        self.interned_apps = apps;
     }
 
     /// Decodes a frame payload, appending its snapshots to `out`.
@@ -212,7 +216,7 @@ impl Decoder {
 
     fn sample(&mut self, i: &mut In, time_ns: u64, tid: u32, budget: &mut Budget) -> Result<ThreadSample> {
         let mask = i.uv()?;
-        if mask >= M_TARGET << 1 {
+        if mask >= M_LAST << 1 {
             bail!("sample fields {mask:#x} unknown to this format version");
         }
         let known = self.threads.get(&tid).map(|t| (t.ident.clone(), t.prev.clone()));
@@ -290,6 +294,11 @@ impl Decoder {
         } else {
             p.target
         };
+        let app = if mask & M_APP != 0 {
+            self.app(i, budget)?
+        } else {
+            p.app
+        };
         let syscall = match syscall {
             Syscall::In { nr, args, .. } => Syscall::In {
                 nr,
@@ -311,6 +320,7 @@ impl Decoder {
             kstack: ks,
             ustack: us,
             target: target.clone(),
+            app: app.clone(),
         };
         self.threads.insert(
             tid,
@@ -332,7 +342,29 @@ impl Decoder {
             kstack,
             ustack,
             target,
+            app,
         })
+    }
+
+    /// An app-wait field, as the Arc already held for an equal one.
+    fn app(&mut self, i: &mut In, budget: &mut Budget) -> Result<Option<Arc<AppWait>>> {
+        let a = match i.u8()? {
+            A_NONE => return Ok(None),
+            A_UNREAD => AppWait::Unread,
+            A_KNOWN => AppWait::Known {
+                class: self.str_ref(i, MAX_NAME)?,
+                event: self.str_ref(i, MAX_NAME)?,
+                state: self.str_ref(i, MAX_NAME)?,
+            },
+            k => bail!("unknown app wait kind {k}"),
+        };
+        if let Some(known) = self.interned_apps.get(&a) {
+            return Ok(Some(known.clone()));
+        }
+        budget.charge(app_cost(), || "a wait state".into())?;
+        let a = Arc::new(a);
+        self.interned_apps.insert(a.clone());
+        Ok(Some(a))
     }
 
     /// A target field, as the Arc already held for an equal one.

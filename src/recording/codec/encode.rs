@@ -307,6 +307,23 @@ impl Encoder {
                 },
             }
         }
+        if s.app != p.app {
+            mask |= M_APP;
+            if s.app.is_some() {
+                self.cost += limits::app_cost();
+            }
+            match s.app.as_deref() {
+                None => fields.u8(A_NONE),
+                Some(AppWait::Unread) => fields.u8(A_UNREAD),
+                Some(AppWait::Known { class, event, state }) => {
+                    fields.u8(A_KNOWN);
+                    for s in [class, event, state] {
+                        let id = self.string(s);
+                        fields.uv(id.into());
+                    }
+                }
+            }
+        }
         o.uv(mask);
         o.buf.extend_from_slice(&fields.buf);
         let prev = Prev {
@@ -321,6 +338,7 @@ impl Encoder {
             kstack: ks,
             ustack: us,
             target: s.target.clone(),
+            app: s.app.clone(),
         };
         self.threads.insert(
             s.ident.tid,

@@ -1,5 +1,5 @@
-//! Snapshot encoding (format version 4; version 1 lacked user stacks, 2 the
-//! syscall's target, 3 its socket's connection). Strings, processes and stacks are
+//! Snapshot encoding (format version 5; version 1 lacked user stacks, 2 the
+//! syscall's target, 3 its socket's connection, 4 the program's own wait state). Strings, processes and stacks are
 //! defined once per key interval and then referred to by id; each thread's
 //! static fields (tgid, user, comm, cgroup, ...) are stored when they change,
 //! and its dynamic fields as a bit mask of what differs from a prediction made
@@ -25,7 +25,7 @@ use std::sync::Arc;
 use anyhow::Result;
 
 use super::varint::{In, Out};
-use crate::model::{Arch, Snapshot, State, Syscall, Target, ThreadSample};
+use crate::model::{AppWait, Arch, Snapshot, State, Syscall, Target, ThreadSample};
 
 // Snapshot flags.
 const S_INTERVAL: u64 = 1;
@@ -59,6 +59,14 @@ const T_FILE: u8 = 2;
 /// for a socket whose connection could not be read.
 const T_SOCKET: u8 = 3;
 const T_SOCKET_UNREAD: u8 = 4;
+/// Since version 5: the program's own wait state (`AppWait`), as
+/// `tag [class-id event-id state-id]`.
+const M_APP: u64 = 1 << 15;
+const A_NONE: u8 = 0;
+const A_UNREAD: u8 = 1;
+const A_KNOWN: u8 = 2;
+/// The highest mask bit this version writes.
+const M_LAST: u64 = M_APP;
 /// The four "time since X" fields advance with the clock while nothing happens.
 const M_TIMES: [u64; 4] = [M_OFFCPU, M_ONCPU, M_RUNQ, M_SCNS];
 
@@ -76,6 +84,7 @@ struct Prev {
     kstack: u64, // 0: none, else stack id + 1
     ustack: u64, // same table and encoding as kstack
     target: Option<Arc<Target>>,
+    app: Option<Arc<AppWait>>,
 }
 
 impl Default for Prev {
@@ -92,6 +101,7 @@ impl Default for Prev {
             kstack: 0,
             ustack: 0,
             target: None,
+            app: None,
         }
     }
 }
