@@ -9,6 +9,8 @@
 #[path = "../tests/common/kid.rs"]
 #[allow(dead_code)]
 mod kid;
+#[path = "common/pass.rs"]
+mod pass;
 #[path = "../tests/common/postgres.rs"]
 #[allow(dead_code)]
 mod postgres;
@@ -16,25 +18,6 @@ mod postgres;
 use std::time::{Duration, Instant};
 
 use xtop::sampler::{Sampler, SamplerOptions};
-
-fn median(mut v: Vec<u64>) -> u64 {
-    v.sort_unstable();
-    v[v.len() / 2]
-}
-
-/// Median walk and decode ns of 20 passes, and the samples per pass.
-fn pass_cost(opts: SamplerOptions) -> (u64, u64, usize) {
-    let s = Sampler::start(opts).expect("BPF must load: run as root");
-    let snaps: Vec<_> = (0..25).map(|_| s.receiver().recv().unwrap()).skip(5).collect();
-    s.stop().unwrap();
-    let walk = median(snaps.iter().map(|x| x.cost.walk_ns).collect());
-    let decode = median(snaps.iter().map(|x| x.cost.decode_ns).collect());
-    (
-        walk,
-        decode,
-        snaps.iter().map(|x| x.samples.len()).max().unwrap_or(0),
-    )
-}
 
 /// Transactions per second of a pgbench run.
 fn tps(pg: &postgres::Cluster, secs: u32) -> f64 {
@@ -74,7 +57,7 @@ fn main() {
     println!("|---|---:|---:|---:|---:|");
     let mut off = 0;
     for on in [false, true] {
-        let (walk, decode, emitted) = pass_cost(SamplerOptions {
+        let (walk, decode, emitted) = pass::pass_cost_with(SamplerOptions {
             interval: Duration::from_millis(100),
             all: true,
             pids: pids.clone(),

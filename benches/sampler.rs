@@ -18,7 +18,11 @@ use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+#[path = "common/pass.rs"]
+mod pass;
+
 use libbpf_rs::libbpf_sys;
+use pass::{median, pass_cost_with};
 use xtop::sampler::{Sampler, SamplerOptions, Unwind};
 
 fn threads_on_system() -> usize {
@@ -35,11 +39,6 @@ fn threads_on_system() -> usize {
         .filter_map(|e| std::fs::read_dir(e.path().join("task")).ok())
         .map(|t| t.count())
         .sum()
-}
-
-fn median(mut v: Vec<u64>) -> u64 {
-    v.sort_unstable();
-    v[v.len() / 2]
 }
 
 /// Threads blocked until the end, like the idle threads of real servers.
@@ -85,16 +84,6 @@ fn pass_cost(all: bool) -> (u64, u64, usize) {
         all,
         ..Default::default()
     })
-}
-
-fn pass_cost_with(opts: SamplerOptions) -> (u64, u64, usize) {
-    let s = Sampler::start(opts).expect("BPF must load: run as root");
-    let snaps: Vec<_> = (0..25).map(|_| s.receiver().recv().unwrap()).skip(5).collect();
-    s.stop().unwrap();
-    let walk = median(snaps.iter().map(|x| x.cost.walk_ns).collect());
-    let decode = median(snaps.iter().map(|x| x.cost.decode_ns).collect());
-    let emitted = snaps.iter().map(|x| x.samples.len()).max().unwrap_or(0);
-    (walk, decode, emitted)
 }
 
 fn getppid_ns(calls: u64) -> f64 {

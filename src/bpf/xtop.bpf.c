@@ -896,14 +896,18 @@ static __always_inline struct app_proc *app_proc_of(struct task_struct *task, __
 	__u64 start_code = BPF_CORE_READ(task, mm, start_code);
 	__u64 ino = BPF_CORE_READ(task, mm, exe_file, f_inode, i_ino);
 
-	e = bpf_map_lookup_elem(&app_procs, &tgid);
-	if (!e) {
-		ptgid = BPF_CORE_READ(task, group_leader, real_parent, tgid);
-		e = bpf_map_lookup_elem(&app_procs, &ptgid);
-	}
-	if (!e || !start_code || e->start_code != start_code || e->exe_ino != ino)
+	if (!start_code)
 		return 0;
-	return e;
+	/* An entry of a process that exited may outlive it (LRU): a reused
+	 * pid fails the check and falls back to its parent's. */
+	e = bpf_map_lookup_elem(&app_procs, &tgid);
+	if (e && e->start_code == start_code && e->exe_ino == ino)
+		return e;
+	ptgid = BPF_CORE_READ(task, group_leader, real_parent, tgid);
+	e = bpf_map_lookup_elem(&app_procs, &ptgid);
+	if (e && e->start_code == start_code && e->exe_ino == ino)
+		return e;
+	return 0;
 }
 
 /* The program's own account of what the thread waits on, read from its

@@ -299,8 +299,8 @@ fn run(
         };
     let mut pass = Pass::default();
     // Servers already running are read from the first pass on.
-    pass.apps.scan();
     if opts.app_waits {
+        pass.apps.scan();
         pass.register_apps(&mut bpf);
     }
     let mut warnings = std::mem::take(&mut bpf.warnings);
