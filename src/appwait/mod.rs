@@ -13,12 +13,12 @@ mod pg_events;
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::model::{printable, AppWait};
 use crate::symbols::maps::{self, MapKind};
+use crate::symbols::{exe_id, stat_fields};
 
 // task_sample.app_flags (src/bpf/xtop.h).
 pub const AF_FOUND: u8 = 1;
@@ -88,17 +88,10 @@ pub struct AppWatch {
     values: HashMap<(Option<u32>, u8, u32, u32), Arc<AppWait>>,
 }
 
-fn exe_id(pid: u32) -> Option<(u64, u64)> {
-    let meta = std::fs::metadata(format!("/proc/{pid}/exe")).ok()?;
-    Some((meta.dev(), meta.ino()))
-}
-
 /// (parent pid, mm start_code) from /proc/PID/stat (fields 4 and 26).
-fn stat_fields(pid: u32) -> Option<(u32, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses.
-    let f: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
-    Some((f.get(1)?.parse().ok()?, f.get(23)?.parse().ok()?))
+fn parent_and_start_code(pid: u32) -> Option<(u32, u64)> {
+    let f = stat_fields(pid)?;
+    Some((u32::try_from(*f.get(4 - 3)?).ok()?, *f.get(26 - 3)?))
 }
 
 impl AppWatch {
@@ -222,13 +215,19 @@ impl AppWatch {
         let Program::Postgres { bin, .. } = program else {
             return program;
         };
-        self.register(pid, id, &bin);
+        let Some((ppid, start_code)) = parent_and_start_code(pid) else {
+            return Program::Postgres {
+                bin,
+                postmaster: false,
+            };
+        };
+        self.register(pid, id, start_code, &bin);
         let mut postmaster = true;
-        if let Some((ppid, _)) = stat_fields(pid) {
-            if ppid > 1 && exe_id(ppid) == Some(id) {
-                postmaster = false;
-                if self.parents.insert(ppid) {
-                    self.register(ppid, id, &bin);
+        if ppid > 1 && exe_id(ppid) == Some(id) {
+            postmaster = false;
+            if self.parents.insert(ppid) {
+                if let Some((_, parent_code)) = parent_and_start_code(ppid) {
+                    self.register(ppid, id, parent_code, &bin);
                 }
             }
         }
@@ -268,7 +267,7 @@ impl AppWatch {
 
     /// Queues where `pid` keeps its wait state: the link-time addresses plus
     /// the load bias of its executable mapping.
-    fn register(&mut self, pid: u32, (_, ino): (u64, u64), bin: &pg::Binary) {
+    fn register(&mut self, pid: u32, (_, ino): (u64, u64), start_code: u64, bin: &pg::Binary) {
         let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
             return;
         };
@@ -281,7 +280,7 @@ impl AppWatch {
             MapKind::File { path, .. } if path.as_bytes() == exe => bin.bias(m.start, m.offset),
             _ => None,
         });
-        let (Some(bias), Some((_, start_code))) = (bias, stat_fields(pid)) else {
+        let Some(bias) = bias else {
             return;
         };
         self.pending.push(Registration {
@@ -310,7 +309,7 @@ mod tests {
             w.value(&Program::Unreadable, 0, 0, 0).as_deref(),
             Some(&AppWait::Unread)
         );
-        let (ppid, start_code) = stat_fields(me).unwrap();
+        let (ppid, start_code) = parent_and_start_code(me).unwrap();
         assert!(ppid > 0 && start_code > 0, "root reads start_code");
     }
 

@@ -10,6 +10,7 @@ pub mod maps;
 mod names;
 mod perf_map;
 mod process;
+pub(crate) use process::{exe_id, stat_fields};
 mod user;
 
 pub use kernel::KernelSymbols;

@@ -221,18 +221,31 @@ impl Process {
     }
 }
 
-fn exe_id(pid: u32) -> Option<(u64, u64)> {
+/// The (device, inode) of a process's executable.
+pub(crate) fn exe_id(pid: u32) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(format!("/proc/{pid}/exe")).ok()?;
     Some((meta.dev(), meta.ino()))
 }
 
-/// Field 22 of /proc/PID/stat: when the process started, in clock ticks since boot.
-fn start_ticks(pid: u32) -> Option<u64> {
+/// The numeric fields of /proc/PID/stat from field 3 (the state) on: index
+/// `n - 3` is field `n`.
+pub(crate) fn stat_fields(pid: u32) -> Option<Vec<u64>> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: skip past its end.
     let after_comm = &stat[stat.rfind(')')? + 1..];
-    after_comm.split_whitespace().nth(19)?.parse().ok()
+    // The state letter is not a number: keep the indexes, as 0.
+    Some(
+        after_comm
+            .split_whitespace()
+            .map(|f| f.parse().unwrap_or(0))
+            .collect(),
+    )
+}
+
+/// Field 22 of /proc/PID/stat: when the process started, in clock ticks since boot.
+fn start_ticks(pid: u32) -> Option<u64> {
+    stat_fields(pid)?.get(22 - 3).copied()
 }
 
 #[cfg(test)]
