@@ -32,6 +32,9 @@ pub fn run(sampling: SamplerOptions, opts: BatchOptions) -> Result<()> {
         let Ok(mut snap) = sampler.receiver().recv() else {
             break;
         };
+        for w in sampler.take_notices() {
+            eprintln!("xtop: warning: {w}");
+        }
         if !opts.filters.is_empty() {
             let samples = std::mem::take(&mut snap.samples);
             snap.samples = samples

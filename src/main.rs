@@ -47,10 +47,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     ui::require_terminal()?;
     let sampling = cli.sampling.options();
     let sampler = Sampler::start(sampling.clone())?;
+    // Warnings raised while the screen is up show there, and stay for the
+    // terminal after it (the toast is gone with the screen).
+    let later = std::cell::RefCell::new(Vec::new());
     let source = ui::Source::Live {
         snapshots: sampler.receiver().clone(),
         all: sampling.all,
         set_all: Box::new(|all| sampler.set_all(all)),
+        notices: Box::new(|| {
+            let n = sampler.take_notices();
+            later.borrow_mut().extend(n.iter().cloned());
+            n
+        }),
     };
     let warnings = sampler.warnings().to_vec();
     let opts = ui::UiOptions {
@@ -60,7 +68,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let shown = ui::run(source, sampler.session().clone(), opts);
     let sampled = sampler.stop();
     // Left on the terminal too: the screen's toast is gone with the screen.
-    for w in &warnings {
+    for w in warnings.iter().chain(later.borrow().iter()) {
         eprintln!("xtop: warning: {w}");
     }
     shown.and(sampled)

@@ -36,18 +36,25 @@ const FORGET_AFTER_PASSES: u64 = 120;
 pub struct Registration {
     pub tgid: u32,
     pub wait_ptr: u64,
+    pub wait_off: u64,
     pub state_addr: u64,
     pub start_code: u64,
     pub exe_ino: u64,
 }
 
 impl Registration {
-    /// The BPF map value: four native-endian u64.
-    pub fn value(&self) -> [u8; 32] {
-        let mut v = [0u8; 32];
-        for (i, x) in [self.wait_ptr, self.state_addr, self.start_code, self.exe_ino]
-            .iter()
-            .enumerate()
+    /// The BPF map value: five native-endian u64.
+    pub fn value(&self) -> [u8; 40] {
+        let mut v = [0u8; 40];
+        for (i, x) in [
+            self.wait_ptr,
+            self.wait_off,
+            self.state_addr,
+            self.start_code,
+            self.exe_ino,
+        ]
+        .iter()
+        .enumerate()
         {
             v[i * 8..i * 8 + 8].copy_from_slice(&x.to_ne_bytes());
         }
@@ -156,6 +163,8 @@ impl AppWatch {
             // B_INVALID, which only the postmaster keeps.
             true if state == 0 && postmaster => POSTMASTER,
             true => state,
+            // 12 has no MyBackendType, but its postmaster is known as such.
+            false if postmaster => POSTMASTER,
             false => u32::MAX,
         };
         let tables = bin.tables();
@@ -286,6 +295,7 @@ impl AppWatch {
         self.pending.push(Registration {
             tgid: pid,
             wait_ptr: bin.wait_sym.wrapping_add(bias),
+            wait_off: bin.wait_off,
             state_addr: bin.type_sym.map_or(0, |a| a.wrapping_add(bias)),
             start_code,
             exe_ino: ino,
@@ -318,12 +328,14 @@ mod tests {
         let r = Registration {
             tgid: 1,
             wait_ptr: 0x1122,
+            wait_off: 676,
             state_addr: 3,
             start_code: 4,
             exe_ino: 5,
         };
         let v = r.value();
         assert_eq!(&v[..8], &0x1122u64.to_ne_bytes());
-        assert_eq!(&v[24..], &5u64.to_ne_bytes());
+        assert_eq!(&v[8..16], &676u64.to_ne_bytes());
+        assert_eq!(&v[32..], &5u64.to_ne_bytes());
     }
 }

@@ -3,10 +3,11 @@
 //!
 //! Every backend keeps its current wait event in a 32-bit `wait_event_info`
 //! (class in the high byte, event in the rest) behind the exported pointer
-//! `my_wait_event_info` (PostgreSQL 14 and later), and its kind of process in
-//! the exported `MyBackendType`. The names are enum positions, so they come
-//! from PostgreSQL's own sources: `pg_events.rs`, written by
-//! `tools/pg_wait_events.py`.
+//! `my_wait_event_info` (PostgreSQL 14 and later; 12 and 13 keep it in the
+//! backend's PGPROC, behind the exported `MyProc`), and its kind of process
+//! in the exported `MyBackendType` (13 and later). The names are enum
+//! positions, so they come from PostgreSQL's own sources: `pg_events.rs`,
+//! written by `tools/pg_wait_events.py`.
 
 use std::fs::File;
 use std::path::Path;
@@ -36,6 +37,15 @@ pub struct Tables {
 /// The exported symbol every PostgreSQL server since 14 has.
 pub const WAIT_SYMBOL: &str = "my_wait_event_info";
 const TYPE_SYMBOL: &str = "MyBackendType";
+/// Before 14: the backend's PGPROC, which holds `wait_event_info`.
+const PROC_SYMBOL: &str = "MyProc";
+
+/// `offsetof(PGPROC, wait_event_info)` on 64-bit Linux, by major version
+/// (PGPROC is part of PostgreSQL's ABI, kept within a major). Measured by
+/// compiling `offsetof` against each configured release tree (12.2, 13.16),
+/// and checked against Ubuntu's 12.22 and Debian's 13.23 servers, whose
+/// backends read here as pg_stat_activity shows them.
+const PGPROC_WAIT_OFFSET: &[(u32, u64)] = &[(12, 676), (13, 684)];
 
 /// A PostgreSQL server binary.
 #[derive(Debug, PartialEq, Eq)]
@@ -43,8 +53,12 @@ pub struct Binary {
     /// "15.18", from the binary's own version string ("" if not found).
     pub version: String,
     pub major: Option<u32>,
-    /// Link-time addresses of `my_wait_event_info` and `MyBackendType`.
+    /// Link-time addresses of the pointer to `wait_event_info` (the
+    /// pointer `my_wait_event_info`, or `MyProc` with `wait_off`) and of
+    /// `MyBackendType`.
     pub wait_sym: u64,
+    /// Where `wait_event_info` is past what `wait_sym` points to.
+    pub wait_off: u64,
     pub type_sym: Option<u64>,
     /// Executable loadable segments as (file offset, address, file size).
     exec_loads: Vec<(u64, u64, u64)>,
@@ -90,15 +104,44 @@ pub fn probe(path: &Path, shown: &str) -> Probe {
             .or_else(|| if full { elf.symbols().find(hit) } else { None })
             .map(|s| s.address())
     };
-    let Some(wait_sym) = find(WAIT_SYMBOL) else {
-        return if full {
-            Probe::Unreadable(format!(
-                "{shown} looks like a PostgreSQL server but has no {WAIT_SYMBOL} symbol \
-                 (older than PostgreSQL 14, or stripped or static): its threads' app_wait is '?'"
+    let version = || {
+        elf.section_by_name(".rodata")
+            .and_then(|s| s.data().ok())
+            .and_then(version_in)
+            .unwrap_or_default()
+    };
+    let (wait_sym, wait_off, version) = match (find(WAIT_SYMBOL), find(PROC_SYMBOL)) {
+        (Some(sym), _) => (sym, 0, version()),
+        (None, Some(proc_sym)) => {
+            let version = version();
+            if version.is_empty() && !full {
+                return Probe::Other;
+            }
+            match PGPROC_WAIT_OFFSET
+                .iter()
+                .find(|(m, _)| Some(*m) == major_of(&version))
+            {
+                Some(&(_, off)) => (proc_sym, off, version),
+                None => {
+                    let v = if version.is_empty() {
+                        "of an unknown version"
+                    } else {
+                        &version
+                    };
+                    return Probe::Unreadable(format!(
+                        "{shown} is PostgreSQL {v}: xtop reads the wait events of 12 and later, \
+                         so its threads' app_wait is '?'"
+                    ));
+                }
+            }
+        }
+        (None, None) if full => {
+            return Probe::Unreadable(format!(
+                "{shown} looks like a PostgreSQL server but exports neither {WAIT_SYMBOL} nor \
+                 {PROC_SYMBOL} (stripped or static): its threads' app_wait is '?'"
             ))
-        } else {
-            Probe::Other
-        };
+        }
+        (None, None) => return Probe::Other,
     };
     let endian = elf.endian();
     let exec_loads = elf
@@ -107,22 +150,19 @@ pub fn probe(path: &Path, shown: &str) -> Probe {
         .filter(|p| p.p_type(endian) == object::elf::PT_LOAD && p.p_flags(endian) & object::elf::PF_X != 0)
         .map(|p| (p.p_offset(endian), p.p_vaddr(endian), p.p_filesz(endian)))
         .collect();
-    let version = elf
-        .section_by_name(".rodata")
-        .and_then(|s| s.data().ok())
-        .and_then(version_in)
-        .unwrap_or_default();
-    let major = version
-        .split(|c: char| !c.is_ascii_digit())
-        .next()
-        .and_then(|m| m.parse().ok());
     Probe::Server(Binary {
+        major: major_of(&version),
         version,
-        major,
         wait_sym,
+        wait_off,
         type_sym: find(TYPE_SYMBOL),
         exec_loads,
     })
+}
+
+/// 15 of "15.18", 17 of "17beta1".
+fn major_of(version: &str) -> Option<u32> {
+    version.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
 }
 
 /// The version in PostgreSQL's `postgres (PostgreSQL) 15.18` string.
@@ -267,12 +307,40 @@ mod tests {
         assert_eq!(backend_type(t(15), 3), "client backend");
         assert_eq!(backend_type(t(17), 1), "client backend");
         assert_eq!(backend_type(t(15), 999), "");
-        assert_eq!(known_majors(), (14, 17));
+        assert_eq!(known_majors(), (12, 17));
         // Without tables (an unknown major), numbers only.
         assert_eq!(
             wait_names(None, 0x0600_0000),
             ("Client".to_string(), "#0".to_string())
         );
+    }
+
+    #[test]
+    fn names_the_events_of_12_and_13() {
+        let n = |major, info: u32| {
+            let (c, e) = wait_names(t(major), info);
+            format!("{c}:{e}")
+        };
+        // 12 shows the individual LWLocks with their "Lock" suffix and names
+        // its tranches where they are registered; 13 dropped the suffix.
+        assert_eq!(n(12, 0x0100_0008), "LWLock:WALWriteLock");
+        assert_eq!(n(13, 0x0100_0008), "LWLock:WALWrite");
+        let lw = t(12).unwrap().lwlock;
+        assert!(
+            lw.contains(&"buffer_content")
+                && lw.contains(&"wal_insert")
+                && lw.contains(&"replication_origin")
+        );
+        assert_eq!(n(12, 0x0600_0000), "Client:ClientRead");
+        assert_eq!(n(13, 0x0300_0005), "Lock:transactionid", "13 added frozenid");
+        assert_eq!(n(12, 0x0300_0004), "Lock:transactionid");
+        assert!(t(12).unwrap().io.contains(&"WALSync"));
+        // 12 has no MyBackendType; 13 does.
+        assert!(t(12).unwrap().backend_type.is_empty());
+        assert_eq!(backend_type(t(13), 3), "client backend");
+        for (major, off) in PGPROC_WAIT_OFFSET {
+            assert!(t(*major).is_some() && off % 4 == 0);
+        }
     }
 
     #[test]
@@ -283,6 +351,9 @@ mod tests {
         );
         assert_eq!(version_in(b"(PostgreSQL) 17beta1\n").as_deref(), Some("17beta1"));
         assert_eq!(version_in(b"no version"), None);
+        assert_eq!(major_of("12.22"), Some(12));
+        assert_eq!(major_of("17beta1"), Some(17));
+        assert_eq!(major_of(""), None);
         assert!(named_like_server("/usr/lib/postgresql/15/bin/postgres"));
         assert!(named_like_server("/opt/pg/bin/postgres (deleted)"));
         assert!(!named_like_server("/usr/bin/postgres_exporter"));
@@ -294,6 +365,7 @@ mod tests {
             version: String::new(),
             major: None,
             wait_sym: 0,
+            wait_off: 0,
             type_sym: None,
             exec_loads: vec![(0xcd000, 0xcd000, 0x5299a9)],
         };

@@ -912,7 +912,10 @@ static __always_inline struct app_proc *app_proc_of(struct task_struct *task, __
 
 /* The program's own account of what the thread waits on, read from its
  * memory here so that the program pays nothing for it: PostgreSQL keeps its
- * wait_event_info behind the pointer my_wait_event_info. */
+ * wait_event_info behind the pointer my_wait_event_info (12 and 13: in the
+ * PGPROC MyProc points to). A null pointer is a process with nowhere to
+ * publish a wait (12/13's postmaster, logger, stats collector): it reports
+ * none, as 14's do. */
 static __always_inline void read_app(struct task_struct *task, struct task_sample *r)
 {
 	struct app_proc *e = app_proc_of(task, r->tgid);
@@ -922,8 +925,8 @@ static __always_inline void read_app(struct task_struct *task, struct task_sampl
 	if (!e)
 		return;
 	r->app_flags = AF_FOUND;
-	if (!bpf_copy_from_user_task(&ptr, sizeof(ptr), (void *)e->wait_ptr, task, 0) && ptr &&
-	    !bpf_copy_from_user_task(&v, sizeof(v), (void *)ptr, task, 0)) {
+	if (!bpf_copy_from_user_task(&ptr, sizeof(ptr), (void *)e->wait_ptr, task, 0) &&
+	    (!ptr || !bpf_copy_from_user_task(&v, sizeof(v), (void *)(ptr + e->wait_off), task, 0))) {
 		r->app_wait = v;
 		r->app_flags |= AF_WAIT;
 	}

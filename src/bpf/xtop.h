@@ -56,7 +56,8 @@ struct sock_rec {
  * addresses hold in every process forked from it without an exec: the
  * iterator checks that the thread's mm has the same start_code and exe. */
 struct app_proc {
-	__u64 wait_ptr;        /* address of a pointer to the u32 wait state (my_wait_event_info) */
+	__u64 wait_ptr;        /* address of a pointer (my_wait_event_info; MyProc before 14) */
+	__u64 wait_off;        /* the u32 wait state is this far past where it points (PGPROC's wait_event_info) */
 	__u64 state_addr;      /* address of the u32 process kind (MyBackendType); 0: none */
 	__u64 start_code;      /* mm->start_code of the registered process */
 	__u64 exe_ino;         /* inode number of its executable */

@@ -383,7 +383,7 @@ fn record_loop_writes_everything_taken_and_counts_drops() {
     snaps.iter().for_each(|s| tx.send(s.clone()).unwrap());
     // A stop request still writes the passes already taken.
     let reserve = || Rotating::reserve(&out, None, 0).unwrap();
-    let stats = record_loop(reserve(), None, &session, &rx, &AtomicBool::new(true)).unwrap();
+    let stats = record_loop(reserve(), None, &session, &rx, &Vec::new, &AtomicBool::new(true)).unwrap();
     assert_eq!((stats.snapshots, stats.samples, stats.dropped), (5, 28, 2));
     assert_eq!(fs::metadata(&out).unwrap().permissions().mode() & 0o777, 0o600);
     // Recording again appends; the deadline stops it.
@@ -393,6 +393,7 @@ fn record_loop_writes_everything_taken_and_counts_drops() {
         Some(Duration::from_millis(50)),
         &session,
         &rx,
+        &Vec::new,
         &AtomicBool::new(false),
     );
     assert_eq!(stats.unwrap().snapshots, 1);
@@ -407,7 +408,7 @@ fn record_loop_writes_everything_taken_and_counts_drops() {
     // A sampler that ends closes the channel: reported, and what it produced is kept.
     tx.send(busy_snapshot(6)).unwrap();
     drop(tx);
-    let stats = record_loop(reserve(), None, &session, &rx, &AtomicBool::new(false)).unwrap();
+    let stats = record_loop(reserve(), None, &session, &rx, &Vec::new, &AtomicBool::new(false)).unwrap();
     assert!(stats.sampler_ended && stats.snapshots == 1);
     assert_eq!(read_files(&[out]).unwrap().snapshots.len(), 7);
     // A bad path fails when the files are reserved, before any sampling.

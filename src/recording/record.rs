@@ -46,7 +46,15 @@ pub fn run_record(args: RecordArgs) -> Result<()> {
         eprintln!("xtop: warning: {w}");
     }
     let session = sampler.session().clone();
-    let result = record_loop(files, args.duration, &session, sampler.receiver(), &stop);
+    let notices = || sampler.take_notices();
+    let result = record_loop(
+        files,
+        args.duration,
+        &session,
+        sampler.receiver(),
+        &notices,
+        &stop,
+    );
     // The sampler's own error says why a recording ended early; it goes first.
     let stopped = sampler.stop();
     let stats = match (result, stopped) {
@@ -88,12 +96,14 @@ fn now_ns() -> u64 {
 }
 
 /// Writes snapshots from `rx` into the reserved files until `stop`, the
-/// deadline, or the sampler ends (then `sampler_ended` is set).
+/// deadline, or the sampler ends (then `sampler_ended` is set); the
+/// sampler's `notices` go to stderr as they come.
 pub fn record_loop(
     files: Reserved,
     duration: Option<Duration>,
     session: &Session,
     rx: &Receiver<Snapshot>,
+    notices: &dyn Fn() -> Vec<String>,
     stop: &AtomicBool,
 ) -> Result<RecordStats> {
     let mut sink = files.start(session)?;
@@ -103,7 +113,7 @@ pub fn record_loop(
     let mut last_sync = Instant::now();
     let mut write = |sink: &mut Rotating, snap: Snapshot, stats: &mut RecordStats| -> Result<()> {
         sink.write(&snap)?;
-        for w in sink.writer().warnings.drain(..) {
+        for w in sink.writer().warnings.drain(..).chain(notices()) {
             eprintln!("xtop: warning: {w}");
         }
         stats.snapshots += 1;

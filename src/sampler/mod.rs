@@ -128,6 +128,9 @@ struct Control {
     dropped: AtomicU64,
     states: Mutex<(u64, u64)>,
     error: Mutex<Option<String>>,
+    /// Warnings raised while sampling (a server found later that xtop
+    /// cannot read), until the owner takes them.
+    notices: Mutex<Vec<String>>,
 }
 
 pub struct Sampler {
@@ -185,6 +188,11 @@ impl Sampler {
     /// Hooks that could not attach, one line each.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// Warnings raised since the last call, while sampling, one line each.
+    pub fn take_notices(&self) -> Vec<String> {
+        std::mem::take(&mut *self.control.notices.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Switches between active-only and all threads from the next pass on.
@@ -319,6 +327,14 @@ fn run(
                 return;
             }
         };
+        let notices = pass.apps.take_warnings();
+        if !notices.is_empty() {
+            control
+                .notices
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(notices);
+        }
         let cpu = process_cpu_ns();
         snap.cost.cpu_ns = cpu.saturating_sub(last_cpu);
         last_cpu = cpu;

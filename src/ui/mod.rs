@@ -61,11 +61,13 @@ pub use app::{App, Effect, UiOptions};
 /// Where snapshots come from.
 pub enum Source<'a> {
     /// A running sampler: its channel, whether it currently reports all
-    /// threads, and how to switch that (`a`).
+    /// threads, how to switch that (`a`), and its warnings raised while
+    /// sampling, taken as they come.
     Live {
         snapshots: Receiver<Snapshot>,
         all: bool,
         set_all: Box<dyn FnMut(bool) + 'a>,
+        notices: Box<dyn FnMut() -> Vec<String> + 'a>,
     },
     /// A recording, oldest first.
     Replay(Vec<Snapshot>),
@@ -100,13 +102,16 @@ pub fn run(source: Source<'_>, session: Session, opts: UiOptions) -> anyhow::Res
     if !opts.warnings.is_empty() {
         app.say(opts.warnings.join("; "), true);
     }
-    let (rx, mut set_all, mut pending) = match source {
+    let (rx, mut set_all, mut notices, mut pending) = match source {
         Source::Live {
-            snapshots, set_all, ..
-        } => (Some(snapshots), Some(set_all), VecDeque::new()),
+            snapshots,
+            set_all,
+            notices,
+            ..
+        } => (Some(snapshots), Some(set_all), Some(notices), VecDeque::new()),
         Source::Replay(snaps) => {
             app.start_replay(&snaps);
-            (None, None, VecDeque::from(snaps))
+            (None, None, None, VecDeque::from(snaps))
         }
     };
     let mut term = term::Term::enter()?;
@@ -155,6 +160,10 @@ pub fn run(source: Source<'_>, session: Session, opts: UiOptions) -> anyhow::Res
                     Ok(s) => {
                         app.push(s);
                         dirty = true;
+                        let said = notices.as_mut().map(|n| n()).unwrap_or_default();
+                        if !said.is_empty() {
+                            app.say(said.join("; "), true);
+                        }
                     }
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => {

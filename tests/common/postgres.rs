@@ -23,8 +23,21 @@ pub fn need<T>(what: &str, found: Option<T>) -> Option<T> {
     found
 }
 
-/// The newest installed PostgreSQL: its major version and bin directory.
+/// The PostgreSQL to test against, its major version and bin directory: the
+/// newest installed, or the server in `XTOP_TEST_PG_BIN` (a directory named
+/// like `.../13/bin`, e.g. another major's package unpacked, to check xtop
+/// against versions the distribution does not ship; its client tools may
+/// come from the installed one).
 fn postgres_bin() -> Option<(u32, PathBuf)> {
+    if let Some(dir) = std::env::var_os("XTOP_TEST_PG_BIN") {
+        let bin = PathBuf::from(dir);
+        let major = bin.parent()?.file_name()?.to_str()?.parse().ok()?;
+        return Some((major, bin));
+    }
+    installed_bin()
+}
+
+fn installed_bin() -> Option<(u32, PathBuf)> {
     std::fs::read_dir("/usr/lib/postgresql")
         .ok()?
         .flatten()
@@ -131,8 +144,17 @@ impl Cluster {
         Some(c)
     }
 
+    /// The cluster's own client tool, else the installed PostgreSQL's.
+    fn client(&self, name: &str) -> PathBuf {
+        let own = self.bin.join(name);
+        match installed_bin() {
+            Some((_, bin)) if !own.exists() => bin.join(name),
+            _ => own,
+        }
+    }
+
     pub fn psql(&self) -> Command {
-        let mut cmd = Command::new(self.bin.join("psql"));
+        let mut cmd = Command::new(self.client("psql"));
         cmd.arg("-h")
             .arg(&self.dir.0)
             .args(["-U", "postgres", "-X", "-q", "-v", "ON_ERROR_STOP=1"])
@@ -144,7 +166,7 @@ impl Cluster {
 
     /// A client tool of the cluster's (pgbench), pointed at it, as `postgres`.
     pub fn tool(&self, name: &str) -> Command {
-        let mut cmd = Command::new(self.bin.join(name));
+        let mut cmd = Command::new(self.client(name));
         cmd.arg("-h")
             .arg(&self.dir.0)
             .args(["-U", "postgres"])
