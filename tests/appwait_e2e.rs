@@ -134,7 +134,8 @@ fn postgresql_wait_events_as_postgresql_names_them() {
 
 /// A server xtop cannot read (here: a program named postgres that exports
 /// neither symbol, as a stripped or static build would), started after
-/// xtop: one warning while sampling, and its threads' app_wait is '?'.
+/// xtop by a shell that xtop saw first and that then execs it: one warning
+/// while sampling, its exe is the new program's, and its app_wait is '?'.
 #[test]
 fn a_server_found_later_that_cannot_be_read_is_told_once() {
     let Some(_serial) = live_bpf() else { return };
@@ -147,19 +148,27 @@ fn a_server_found_later_that_cannot_be_read_is_told_once() {
         sampler.take_notices().is_empty(),
         "nothing to say before it starts"
     );
-    let kid = Kid::spawn(std::process::Command::new(&fake).arg("30"));
-    let mut seen = Vec::new();
+    let script = format!("sleep 1; exec '{}' 30", fake.display());
+    let kid = Kid::spawn(std::process::Command::new("/bin/sh").args(["-c", &script]));
+    let (mut before, mut seen) = (Vec::new(), Vec::new());
     let deadline = Instant::now() + Duration::from_secs(20);
     while seen.len() < 3 && Instant::now() < deadline {
         let snap = next_snapshot(&sampler);
-        seen.extend(
-            snap.samples
-                .iter()
-                .filter(|s| s.ident.tgid == kid.pid())
-                .map(|s| dim(&snap, s, "app_wait")),
-        );
+        for s in snap.samples.iter().filter(|s| s.ident.tgid == kid.pid()) {
+            let exe = s.ident.process.exe.to_string();
+            let wait = dim(&snap, s, "app_wait");
+            if exe == fake.to_string_lossy() {
+                seen.push(wait);
+            } else {
+                before.push((exe, wait));
+            }
+        }
     }
-    assert!(seen.len() >= 3, "the fake server was not sampled");
+    assert!(
+        !before.is_empty() && before.iter().all(|(_, w)| w == "-"),
+        "the shell sampled before its exec: {before:?}"
+    );
+    assert!(seen.len() >= 3, "the fake server was not sampled after the exec");
     assert!(seen.iter().all(|w| w == "?"), "{seen:?}");
     let notices = sampler.take_notices();
     sampler.stop().unwrap();

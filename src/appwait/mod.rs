@@ -85,8 +85,9 @@ pub struct AppWatch {
     pass: u64,
     /// By executable (device, inode): probed once per binary.
     binaries: HashMap<(u64, u64), Program>,
-    /// By (tgid, start time), as the sampler keys processes.
-    procs: HashMap<(u32, u64), Seen>,
+    /// By (tgid, start time, comm), as the sampler keys processes (an exec
+    /// changes the comm: a process first seen before it is looked at again).
+    procs: HashMap<(u32, u64, [u8; 16]), Seen>,
     /// Parents registered on behalf of their children since the last sweep.
     parents: HashSet<u32>,
     pending: Vec<Registration>,
@@ -127,19 +128,20 @@ impl AppWatch {
         }
     }
 
-    /// The program of process `tgid` started at `start_ns` (boot-based ns).
-    pub fn program(&mut self, tgid: u32, start_ns: u64, kthread: bool) -> Program {
+    /// The program of process `tgid` started at `start_ns` (boot-based ns)
+    /// whose main thread is called `pcomm`.
+    pub fn program(&mut self, tgid: u32, start_ns: u64, pcomm: &[u8; 16], kthread: bool) -> Program {
         if kthread {
             return Program::Other;
         }
         let pass = self.pass;
-        if let Some(s) = self.procs.get_mut(&(tgid, start_ns)) {
+        if let Some(s) = self.procs.get_mut(&(tgid, start_ns, *pcomm)) {
             s.last_pass = pass;
             return s.program.clone();
         }
         let program = self.inspect(tgid);
         self.procs.insert(
-            (tgid, start_ns),
+            (tgid, start_ns, *pcomm),
             Seen {
                 program: program.clone(),
                 last_pass: pass,
@@ -312,7 +314,7 @@ mod tests {
         let mut w = AppWatch::default();
         w.begin_pass();
         let me = std::process::id();
-        assert!(matches!(w.program(me, 1, false), Program::Other));
+        assert!(matches!(w.program(me, 1, &[0; 16], false), Program::Other));
         assert!(w.take_pending().is_empty());
         assert!(w.value(&Program::Other, AF_FOUND | AF_WAIT, 1, 1).is_none());
         assert_eq!(

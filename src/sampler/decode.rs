@@ -239,7 +239,8 @@ pub fn decode(r: &RawSample, tail: Tail, ctx: &mut Ctx) -> ThreadSample {
     let (kstack, ustack) = ctx.memo.stacks(r, tail.window, ctx.syms, ctx.usyms);
     let syscall = syscall_of(r);
     let target = ctx.memo.target(r, tail.target, &syscall);
-    let program = ctx.apps.program(r.tgid, r.start_ns, kthread);
+    let pcomm = as_bytes(&r.pcomm);
+    let program = ctx.apps.program(r.tgid, r.start_ns, &pcomm, kthread);
     let app = ctx.apps.value(&program, r.app_flags, r.app_wait, r.app_state);
     let raw = RawIdent {
         tid: r.tid,
@@ -252,7 +253,7 @@ pub fn decode(r: &RawSample, tail: Tail, ctx: &mut Ctx) -> ThreadSample {
         comm: as_bytes(&r.comm),
     };
     ThreadSample {
-        ident: ctx.procs.ident(raw, &as_bytes(&r.pcomm)),
+        ident: ctx.procs.ident(raw, &pcomm),
         cpu: r.cpu.max(0) as u32,
         state: State::decode(r.state, r.exit_state, on_cpu),
         syscall,

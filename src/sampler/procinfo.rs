@@ -16,6 +16,8 @@ const FORGET_AFTER_PASSES: u64 = 120;
 /// Rescans of /etc/passwd or cgroupfs for an unknown id happen at most this often.
 const RESCAN_EVERY: Duration = Duration::from_secs(10);
 
+type ProcKey = (u32, u64, [u8; 16]);
+
 struct Cached {
     process: Arc<Process>,
     last_pass: u64,
@@ -24,8 +26,10 @@ struct Cached {
 #[derive(Default)]
 pub struct ProcCache {
     pass: u64,
-    /// Keyed by (tgid, start time) so a reused pid is a new process.
-    procs: HashMap<(u32, u64), Cached>,
+    /// Keyed by (tgid, start time) so a reused pid is a new process, and by
+    /// the process's comm, which an exec sets to the new program's name: a
+    /// process first seen between fork and exec is read again after it.
+    procs: HashMap<ProcKey, Cached>,
     /// Each thread's current identity, handed out again while it holds.
     threads: HashMap<u32, CachedIdent>,
     comms: HashMap<[u8; 16], Arc<str>>,
@@ -91,7 +95,7 @@ impl ProcCache {
 
     pub fn process(&mut self, tgid: u32, start_ns: u64, pcomm: &[u8; 16], kthread: bool) -> Arc<Process> {
         let pass = self.pass;
-        if let Some(c) = self.procs.get_mut(&(tgid, start_ns)) {
+        if let Some(c) = self.procs.get_mut(&(tgid, start_ns, *pcomm)) {
             c.last_pass = pass;
             return c.process.clone();
         }
@@ -108,7 +112,7 @@ impl ProcCache {
             cmdline: cmdline.into(),
         });
         self.procs.insert(
-            (tgid, start_ns),
+            (tgid, start_ns, *pcomm),
             Cached {
                 process: process.clone(),
                 last_pass: pass,
@@ -127,7 +131,7 @@ impl ProcCache {
             // Unchanged: no name lookups. The process entry is forgotten no
             // sooner than its threads', so it is there to be kept alive.
             if c.raw == raw && c.names_gen == self.names_gen {
-                if let Some(p) = self.procs.get_mut(&(raw.tgid, raw.start_ns)) {
+                if let Some(p) = self.procs.get_mut(&(raw.tgid, raw.start_ns, *pcomm)) {
                     p.last_pass = pass;
                     c.last_pass = pass;
                     return c.ident.clone();
@@ -287,6 +291,11 @@ mod tests {
         assert!(
             !Arc::ptr_eq(&a, &c.process(me, 2, &comm, false)),
             "pid reuse is a new process"
+        );
+        let exec = *b"postgres\0\0\0\0\0\0\0\0";
+        assert!(
+            !Arc::ptr_eq(&a, &c.process(me, 1, &exec, false)),
+            "an exec (a new comm) is read again"
         );
         assert!(Arc::ptr_eq(&c.comm(&comm), &c.comm(&comm)));
         assert_eq!(&*c.comm(&comm), "test");
