@@ -28,9 +28,6 @@ pub const AF_STATE: u8 = 4;
 /// The backend type xtop gives the postmaster (no BackendType's number).
 const POSTMASTER: u32 = u32::MAX - 1;
 
-/// Passes after which an unseen process is forgotten.
-const FORGET_AFTER_PASSES: u64 = 120;
-
 /// Where one process keeps its wait state (`struct app_proc` in xtop.h).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Registration {
@@ -75,19 +72,11 @@ pub enum Program {
     Unreadable,
 }
 
-struct Seen {
-    program: Program,
-    last_pass: u64,
-}
-
 #[derive(Default)]
 pub struct AppWatch {
     pass: u64,
     /// By executable (device, inode): probed once per binary.
     binaries: HashMap<(u64, u64), Program>,
-    /// By (tgid, start time, comm), as the sampler keys processes (an exec
-    /// changes the comm: a process first seen before it is looked at again).
-    procs: HashMap<(u32, u64, [u8; 16]), Seen>,
     /// Parents registered on behalf of their children since the last sweep.
     parents: HashSet<u32>,
     pending: Vec<Registration>,
@@ -120,7 +109,6 @@ impl AppWatch {
         self.pass += 1;
         let pass = self.pass;
         if pass % 16 == 0 {
-            self.procs.retain(|_, s| pass - s.last_pass < FORGET_AFTER_PASSES);
             self.parents.clear();
         }
         if self.values.len() > 4096 {
@@ -128,26 +116,13 @@ impl AppWatch {
         }
     }
 
-    /// The program of process `tgid` started at `start_ns` (boot-based ns)
-    /// whose main thread is called `pcomm`.
-    pub fn program(&mut self, tgid: u32, start_ns: u64, pcomm: &[u8; 16], kthread: bool) -> Program {
+    /// The program of process `tgid`, looked at now: the sampler asks once
+    /// per process and keeps the answer with the process's other facts.
+    pub fn program(&mut self, tgid: u32, kthread: bool) -> Program {
         if kthread {
             return Program::Other;
         }
-        let pass = self.pass;
-        if let Some(s) = self.procs.get_mut(&(tgid, start_ns, *pcomm)) {
-            s.last_pass = pass;
-            return s.program.clone();
-        }
-        let program = self.inspect(tgid);
-        self.procs.insert(
-            (tgid, start_ns, *pcomm),
-            Seen {
-                program: program.clone(),
-                last_pass: pass,
-            },
-        );
-        program
+        self.inspect(tgid)
     }
 
     /// What a sample says, given its process's program and the record's
@@ -258,11 +233,7 @@ impl AppWatch {
             pg::Probe::Server(bin) => {
                 if bin.tables().is_none() {
                     let (lo, hi) = pg::known_majors();
-                    let v = if bin.version.is_empty() {
-                        "of an unknown version"
-                    } else {
-                        &bin.version
-                    };
+                    let v = pg::said_version(&bin.version);
                     self.warnings.push(format!(
                         "{shown} is PostgreSQL {v}: xtop has wait event names for {lo} to {hi}, \
                          so its events are shown by number (class:#n)"
@@ -314,7 +285,7 @@ mod tests {
         let mut w = AppWatch::default();
         w.begin_pass();
         let me = std::process::id();
-        assert!(matches!(w.program(me, 1, &[0; 16], false), Program::Other));
+        assert!(matches!(w.program(me, false), Program::Other));
         assert!(w.take_pending().is_empty());
         assert!(w.value(&Program::Other, AF_FOUND | AF_WAIT, 1, 1).is_none());
         assert_eq!(

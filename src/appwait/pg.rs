@@ -117,23 +117,15 @@ pub fn probe(path: &Path, shown: &str) -> Probe {
             if version.is_empty() && !full {
                 return Probe::Other;
             }
-            match PGPROC_WAIT_OFFSET
-                .iter()
-                .find(|(m, _)| Some(*m) == major_of(&version))
-            {
-                Some(&(_, off)) => (proc_sym, off, version),
-                None => {
-                    let v = if version.is_empty() {
-                        "of an unknown version"
-                    } else {
-                        &version
-                    };
-                    return Probe::Unreadable(format!(
-                        "{shown} is PostgreSQL {v}: xtop reads the wait events of 12 and later, \
-                         so its threads' app_wait is '?'"
-                    ));
-                }
-            }
+            let major = major_of(&version);
+            let Some(&(_, off)) = PGPROC_WAIT_OFFSET.iter().find(|(m, _)| Some(*m) == major) else {
+                return Probe::Unreadable(format!(
+                    "{shown} is PostgreSQL {}: xtop reads the wait events of 12 and later, \
+                     so its threads' app_wait is '?'",
+                    said_version(&version)
+                ));
+            };
+            (proc_sym, off, version)
         }
         (None, None) if full => {
             return Probe::Unreadable(format!(
@@ -158,6 +150,15 @@ pub fn probe(path: &Path, shown: &str) -> Probe {
         type_sym: find(TYPE_SYMBOL),
         exec_loads,
     })
+}
+
+/// A version as warnings say it.
+pub fn said_version(version: &str) -> &str {
+    if version.is_empty() {
+        "of an unknown version"
+    } else {
+        version
+    }
 }
 
 /// 15 of "15.18", 17 of "17beta1".

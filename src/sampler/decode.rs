@@ -240,8 +240,6 @@ pub fn decode(r: &RawSample, tail: Tail, ctx: &mut Ctx) -> ThreadSample {
     let syscall = syscall_of(r);
     let target = ctx.memo.target(r, tail.target, &syscall);
     let pcomm = as_bytes(&r.pcomm);
-    let program = ctx.apps.program(r.tgid, r.start_ns, &pcomm, kthread);
-    let app = ctx.apps.value(&program, r.app_flags, r.app_wait, r.app_state);
     let raw = RawIdent {
         tid: r.tid,
         tgid: r.tgid,
@@ -252,8 +250,13 @@ pub fn decode(r: &RawSample, tail: Tail, ctx: &mut Ctx) -> ThreadSample {
         kthread,
         comm: as_bytes(&r.comm),
     };
+    let ident = ctx.procs.ident(raw, &pcomm);
+    let program = ctx
+        .procs
+        .program(r.tgid, r.start_ns, &pcomm, || ctx.apps.program(r.tgid, kthread));
+    let app = ctx.apps.value(&program, r.app_flags, r.app_wait, r.app_state);
     ThreadSample {
-        ident: ctx.procs.ident(raw, &pcomm),
+        ident,
         cpu: r.cpu.max(0) as u32,
         state: State::decode(r.state, r.exit_state, on_cpu),
         syscall,

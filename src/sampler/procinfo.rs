@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::appwait::Program;
 use crate::model::{printable, Process, ThreadIdent};
 
 /// Passes after which an unseen process or thread is forgotten.
@@ -20,6 +21,8 @@ type ProcKey = (u32, u64, [u8; 16]);
 
 struct Cached {
     process: Arc<Process>,
+    /// What appwait made of its program, once asked.
+    program: Option<Program>,
     last_pass: u64,
 }
 
@@ -115,10 +118,26 @@ impl ProcCache {
             (tgid, start_ns, *pcomm),
             Cached {
                 process: process.clone(),
+                program: None,
                 last_pass: pass,
             },
         );
         process
+    }
+
+    /// The program of a process `ident` has seen this pass, from `inspect`
+    /// once per process (an exec makes a new entry, as for its exe).
+    pub fn program(
+        &mut self,
+        tgid: u32,
+        start_ns: u64,
+        pcomm: &[u8; 16],
+        inspect: impl FnOnce() -> Program,
+    ) -> Program {
+        match self.procs.get_mut(&(tgid, start_ns, *pcomm)) {
+            Some(c) => c.program.get_or_insert_with(inspect).clone(),
+            None => inspect(),
+        }
     }
 
     /// The thread's identity: the same Arc as in its previous sample while
@@ -299,6 +318,25 @@ mod tests {
         );
         assert!(Arc::ptr_eq(&c.comm(&comm), &c.comm(&comm)));
         assert_eq!(&*c.comm(&comm), "test");
+    }
+
+    #[test]
+    fn a_program_is_asked_once_per_process() {
+        let mut c = ProcCache::default();
+        c.begin_pass();
+        let me = std::process::id();
+        let comm = *b"test\0\0\0\0\0\0\0\0\0\0\0\0";
+        let asked = std::cell::Cell::new(0);
+        let ask = || {
+            asked.set(asked.get() + 1);
+            Program::Other
+        };
+        c.program(me, 1, &comm, ask);
+        assert_eq!(asked.get(), 1, "not cached before the process is");
+        c.process(me, 1, &comm, false);
+        c.program(me, 1, &comm, ask);
+        c.program(me, 1, &comm, ask);
+        assert_eq!(asked.get(), 2, "then once");
     }
 
     #[test]
