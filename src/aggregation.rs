@@ -1,82 +1,12 @@
-//! Grouping samples by dimensions, and filters on dimension values. Batch mode,
+//! Grouping samples by dimensions (after `filter`'s filters). Batch mode,
 //! reports and the TUI all aggregate through here, so their numbers agree.
 
 use std::collections::HashMap;
 
-use crate::dimensions::{self, Dimension};
-use crate::model::{Snapshot, ThreadSample};
+use crate::dimensions::Dimension;
+pub use crate::filter::{matches_all, Filter, FilterOp};
+use crate::model::Snapshot;
 use crate::value::Value;
-
-/// `dim=value`, `dim!=value` or `dim~text` (case-insensitive substring).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Filter {
-    pub dim: &'static Dimension,
-    pub op: FilterOp,
-    pub value: String,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FilterOp {
-    Eq,
-    Ne,
-    Contains,
-}
-
-impl Filter {
-    pub fn parse(text: &str) -> Result<Filter, String> {
-        let (name, op, value) = if let Some((n, v)) = text.split_once("!=") {
-            (n, FilterOp::Ne, v)
-        } else if let Some((n, v)) = text.split_once('~') {
-            (n, FilterOp::Contains, v)
-        } else if let Some((n, v)) = text.split_once('=') {
-            (n, FilterOp::Eq, v)
-        } else {
-            return Err(format!(
-                "bad filter '{text}': expected DIM=VALUE, DIM!=VALUE or DIM~TEXT"
-            ));
-        };
-        let dim = dimensions::find(name)
-            .ok_or_else(|| format!("bad filter '{text}': unknown dimension '{}'", name.trim()))?;
-        Ok(Filter {
-            dim,
-            op,
-            value: value.trim().to_string(),
-        })
-    }
-
-    /// A filter that matches exactly this value (drill-down).
-    pub fn exact(dim: &'static Dimension, value: &Value) -> Filter {
-        Filter {
-            dim,
-            op: FilterOp::Eq,
-            value: value.to_string(),
-        }
-    }
-
-    pub fn matches(&self, snap: &Snapshot, s: &ThreadSample) -> bool {
-        let v = self.dim.value(snap, s).to_string();
-        match self.op {
-            FilterOp::Eq => v.eq_ignore_ascii_case(&self.value),
-            FilterOp::Ne => !v.eq_ignore_ascii_case(&self.value),
-            FilterOp::Contains => v.to_lowercase().contains(&self.value.to_lowercase()),
-        }
-    }
-}
-
-impl std::fmt::Display for Filter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let op = match self.op {
-            FilterOp::Eq => "=",
-            FilterOp::Ne => "!=",
-            FilterOp::Contains => "~",
-        };
-        write!(f, "{}{op}{}", self.dim.name, self.value)
-    }
-}
-
-pub fn matches_all(filters: &[Filter], snap: &Snapshot, s: &ThreadSample) -> bool {
-    filters.iter().all(|f| f.matches(snap, s))
-}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Group {
@@ -216,12 +146,5 @@ mod tests {
         let g = &agg.groups[0];
         assert_eq!(g.key, [Value::Text("a".into())]);
         assert!((g.avg_threads(&agg) - 1.0).abs() < 1e-9);
-    }
-
-    #[test]
-    fn bad_filters_say_why() {
-        assert!(Filter::parse("state").unwrap_err().contains("expected"));
-        assert!(Filter::parse("nope=1").unwrap_err().contains("'nope'"));
-        assert_eq!(Filter::parse("comm~pg").unwrap().to_string(), "comm~pg");
     }
 }

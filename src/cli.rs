@@ -23,7 +23,8 @@ pub struct Cli {
     /// Group by these dimensions (comma-separated; see --list-dimensions).
     #[arg(short = 'g', long = "group-by", value_name = "DIMS", default_value = crate::dimensions::DEFAULT_GROUP_BY)]
     pub group_by: String,
-    /// Only samples matching DIM=VALUE, DIM!=VALUE or DIM~TEXT (repeatable).
+    /// Only samples matching DIM=VALUE, DIM!=VALUE (by value: comm exactly, numbers as
+    /// numbers, states in any case) or DIM~TEXT (case-insensitive substring); repeatable.
     #[arg(short = 'w', long = "where", value_name = "FILTER")]
     pub filters: Vec<String>,
     /// Batch output: an aggregated table per interval, or one CSV row / JSON line per thread sample.

@@ -1,7 +1,8 @@
 //! xtop: active session history for Linux threads.
 //!
 //! `sampler` reads the kernel (BPF) into `model::Snapshot`s; `dimensions` is the
-//! one registry of columns; `aggregation` groups and filters samples; `output`
+//! one registry of columns; `filter` selects samples by their values and
+//! `aggregation` groups them; `output`
 //! writes tables, CSV and JSON; `batch` is `xtop -b`.
 
 pub mod aggregation;
@@ -10,6 +11,7 @@ pub mod atomic_file;
 pub mod batch;
 pub mod cli;
 pub mod dimensions;
+pub mod filter;
 pub mod model;
 pub mod output;
 pub mod recording;

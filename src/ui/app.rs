@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use crate::aggregation::{Filter, FilterOp};
 use crate::dimensions::{self, Dimension, DIMENSIONS};
+use crate::filter::Filter;
 use crate::model::{Session, Snapshot, State, ThreadSample};
 use crate::value::Value;
 
@@ -249,8 +249,9 @@ impl App {
             .query
             .filters
             .iter()
-            .find(|f| f.dim.name == "tid" && f.op == FilterOp::Eq)
-            .and_then(|f| f.value.parse().ok())
+            .filter(|f| f.dim.name == "tid")
+            .find_map(Filter::pinned_number)
+            .and_then(|t| u32::try_from(t).ok())
     }
 
     pub fn paused(&self) -> bool {
@@ -579,21 +580,29 @@ impl App {
         self.stack.push(prev);
     }
 
-    fn drill(&mut self) {
-        let Some(g) = self
+    /// The highlighted row's samples as filters: the level's own, and each
+    /// group-by value of the row compared by value. What Enter drills into
+    /// and what `s` and `f` cover, so the two always take the same samples.
+    fn row_filters(&self) -> Option<Vec<Filter>> {
+        let g = self
             .rows
             .get(self.level.selected)
-            .map(|&i| &self.cache.view().agg.groups[i])
-        else {
+            .map(|&i| &self.cache.view().agg.groups[i])?;
+        let mut filters = self.level.query.filters.clone();
+        for (d, v) in self.level.query.dims.iter().zip(&g.key) {
+            let f = Filter::exact(d, v);
+            if !filters.contains(&f) {
+                filters.push(f);
+            }
+        }
+        Some(filters)
+    }
+
+    fn drill(&mut self) {
+        let Some(filters) = self.row_filters() else {
             self.say("nothing to drill into".into(), true);
             return;
         };
-        let mut filters = self.level.query.filters.clone();
-        for (d, v) in self.level.query.dims.iter().zip(&g.key) {
-            if !filters.iter().any(|f| f.dim == *d && f.op == FilterOp::Eq) {
-                filters.push(Filter::exact(d, v));
-            }
-        }
         let dims = next_dims(&filters);
         self.push_level(Level::new(Query { dims, filters }));
     }
@@ -709,19 +718,13 @@ impl App {
     /// What `s` and `f` cover: the level's filters and, in the main view, the
     /// highlighted row's group (all the filtered samples when there is no row).
     pub fn selection(&self) -> Selection {
-        let group = if self.pinned_tid().is_some() {
+        let row = if self.pinned_tid().is_some() {
             None
         } else {
-            self.rows.get(self.level.selected).map(|&i| {
-                (
-                    self.level.query.dims.clone(),
-                    self.cache.view().agg.groups[i].key.clone(),
-                )
-            })
+            self.row_filters()
         };
         Selection {
-            filters: self.level.query.filters.clone(),
-            group,
+            filters: row.unwrap_or_else(|| self.level.query.filters.clone()),
         }
     }
 
@@ -773,7 +776,10 @@ impl App {
 /// Group-by after drilling: the first dimensions of the drill order that no
 /// equality filter pins yet (up to three).
 fn next_dims(filters: &[Filter]) -> Vec<&'static Dimension> {
-    let pinned = |name: &str| filters.iter().any(|f| f.dim.name == name && f.op == FilterOp::Eq);
+    let pinned = |name: &str| {
+        let dim = dimensions::find(name).expect("drill order names registry dimensions");
+        filters.iter().any(|f| f.pins(dim))
+    };
     let dims: Vec<_> = DRILL_ORDER
         .iter()
         .filter(|n| !pinned(n))

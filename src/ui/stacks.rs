@@ -11,10 +11,8 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::aggregation::{matches_all, Filter};
-use crate::dimensions::Dimension;
+use crate::filter::{matches_all, Filter};
 use crate::model::{Snapshot, Stack, ThreadSample};
-use crate::value::Value;
 
 use super::history::History;
 use super::stack_tree::StackTree;
@@ -24,28 +22,21 @@ use super::view::Window;
 const MAX_PAIRS: usize = 200_000;
 
 /// The samples a stack view or `f` covers: the level's filters and, when a row
-/// of the main table was highlighted, that row's group.
+/// of the main table was highlighted, that row's values (`App::row_filters`,
+/// the same filters Enter drills into).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Selection {
     pub filters: Vec<Filter>,
-    pub group: Option<(Vec<&'static Dimension>, Vec<Value>)>,
 }
 
 impl Selection {
     pub fn matches(&self, snap: &Snapshot, s: &ThreadSample) -> bool {
         matches_all(&self.filters, snap, s)
-            && self
-                .group
-                .as_ref()
-                .is_none_or(|(dims, key)| dims.iter().zip(key).all(|(d, v)| d.value(snap, s) == *v))
     }
 
     /// `dim=value` terms, e.g. for a title.
     pub fn describe(&self) -> String {
-        let mut terms: Vec<String> = self.filters.iter().map(ToString::to_string).collect();
-        if let Some((dims, key)) = &self.group {
-            terms.extend(dims.iter().zip(key).map(|(d, v)| format!("{}={v}", d.name)));
-        }
+        let terms: Vec<String> = self.filters.iter().map(ToString::to_string).collect();
         if terms.is_empty() {
             "all samples".into()
         } else {
@@ -298,15 +289,13 @@ mod tests {
     use crate::model::fixture::{sample, snapshot};
     use crate::model::State;
     use crate::ui::stack_tree::tests::stack;
+    use crate::value::Value;
 
     /// A view of hand-made stack pairs, without history.
     type Counted = (Option<Arc<Stack>>, Option<Arc<Stack>>, u64);
 
     fn view_of(samples: &[Counted]) -> StackView {
-        let mut v = StackView::new(Selection {
-            filters: vec![],
-            group: None,
-        });
+        let mut v = StackView::new(Selection { filters: vec![] });
         v.set_tree(StackTree::build(
             samples.iter().map(|(k, u, n)| (k.as_deref(), u.as_deref(), *n)),
         ));
@@ -368,10 +357,7 @@ mod tests {
             start_ns: 0,
             end_ns: h.latest().unwrap().time_ns,
         };
-        let mut v = StackView::new(Selection {
-            filters: vec![],
-            group: None,
-        });
+        let mut v = StackView::new(Selection { filters: vec![] });
         v.refresh(&h, win(&h), None, 10);
         // Fixture: DISK threads have a user and a kernel stack, RUN ones none.
         assert_eq!(v.tree.total(), 12);
@@ -392,8 +378,10 @@ mod tests {
     fn selection_matches_the_highlighted_group() {
         let dims = crate::dimensions::parse_list("state").unwrap();
         let sel = Selection {
-            filters: vec![Filter::parse("comm=db").unwrap()],
-            group: Some((dims, vec![Value::Name("DISK")])),
+            filters: vec![
+                Filter::parse("comm=db").unwrap(),
+                Filter::exact(dims[0], &Value::Name("DISK")),
+            ],
         };
         let snap = snapshot(0, vec![]);
         assert!(sel.matches(&snap, &sample(1, 1, "db", State::Disk, None)));

@@ -695,3 +695,72 @@ fn many_first_dimension_values_fold_into_other_and_load_crosses_the_cpu_line() {
     let cpu_line = out.lines().find(|l| l.contains("2cpu┤")).unwrap();
     assert!(cpu_line.ends_with("─────"), "{cpu_line}");
 }
+
+/// Every sample of the window as (snapshot, tid) where `keep` holds.
+fn samples_where(
+    a: &App,
+    keep: impl Fn(&crate::model::Snapshot, &crate::model::ThreadSample) -> bool,
+) -> Vec<(usize, u32)> {
+    let (h, win) = (&a.history, a.window().unwrap());
+    let mut out = Vec::new();
+    for i in win.lo..win.hi {
+        for r in 0..h.rows(i) {
+            let s = h.sample(i, r);
+            if keep(h.meta(i), &s) {
+                out.push((i, s.ident.tid));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn drilling_into_a_row_and_its_stacks_take_exactly_its_samples() {
+    use crate::model::fixture::{sample, snapshot};
+    use crate::model::State;
+    utc();
+    let mut a = App::new(session(), &UiOptions::default(), false, false);
+    // Comms that differ only in case are different programs.
+    for seq in 0..6u64 {
+        let mut v = vec![
+            sample(10, 10, "Foo", State::Disk, Some(17)),
+            sample(11, 11, "foo", State::Disk, Some(17)),
+            sample(12, 12, "FOO", State::Run, None),
+        ];
+        if seq % 3 == 0 {
+            v.push(sample(13, 13, "foo", State::Run, None));
+        }
+        a.push(snapshot(seq, v));
+    }
+    screen(&mut a, 100, 30);
+    let n = a.rows().len();
+    assert_eq!(n, 4, "{:?}", row_keys(&a));
+    for row in 0..n {
+        key(&mut a, KeyCode::Home);
+        for _ in 0..row {
+            key(&mut a, KeyCode::Down);
+        }
+        screen(&mut a, 100, 30);
+        let group = a.view().agg.groups[a.rows()[row]].clone();
+        let (dims, want_key) = (a.level.query.dims.clone(), group.key.clone());
+        let want = samples_where(&a, |snap, s| {
+            dims.iter().zip(&want_key).all(|(d, v)| d.value(snap, s) == *v)
+        });
+        assert_eq!(want.len() as u64, group.samples);
+        let sel = a.selection();
+        assert_eq!(
+            samples_where(&a, |snap, s| sel.matches(snap, s)),
+            want,
+            "s on row {row}"
+        );
+        key(&mut a, KeyCode::Enter);
+        let filters = a.level.query.filters.clone();
+        let drilled = samples_where(&a, |snap, s| crate::filter::matches_all(&filters, snap, s));
+        assert_eq!(drilled, want, "Enter on row {row}: {filters:?}");
+        screen(&mut a, 100, 30);
+        let total: u64 = a.view().agg.groups.iter().map(|g| g.samples).sum();
+        assert_eq!(total, group.samples, "the drilled view counts the row's samples");
+        key(&mut a, KeyCode::Esc);
+        screen(&mut a, 100, 30);
+    }
+}
