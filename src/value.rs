@@ -73,6 +73,17 @@ pub fn format_local_time(ns: u64) -> String {
     )
 }
 
+/// The local time zone's offset from UTC at `ns`, in seconds (0 if unknown).
+pub fn local_utc_offset(ns: u64) -> i64 {
+    let secs = (ns / 1_000_000_000) as libc::time_t;
+    // SAFETY: as in format_local_time.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    if unsafe { libc::localtime_r(&secs, &mut tm) }.is_null() {
+        return 0;
+    }
+    tm.tm_gmtoff
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

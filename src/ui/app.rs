@@ -16,6 +16,7 @@ use super::history::History;
 use super::keys::{self, Action, Mode};
 use super::stack_tree::StackTree;
 use super::stacks::{Selection, StackCounts, StackView};
+use super::timeline::{covers, Columns};
 use super::view::{Cache, Query, Window, WindowView};
 
 /// How the UI is set up; the CLI fills it.
@@ -137,14 +138,25 @@ pub enum Effect {
     SetAll(bool),
 }
 
+/// One column of the thread view's timeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// No snapshot stands for this time (a gap, or before the first).
+    NoData,
+    /// Snapshots stand for it, but the thread was not in them (inactive, or absent).
+    NotSampled,
+    /// The state the thread spent most of the column in.
+    In(State),
+}
+
 /// The thread view's data: every sample of one thread in the window.
 #[derive(Clone, Debug, Default)]
 pub struct ThreadData {
     pub tid: u32,
     /// Newest first: (snapshot time, sample).
     pub samples: Vec<(u64, ThreadSample)>,
-    /// Per timeline column: the thread's most frequent state there, None if not sampled.
-    pub timeline: Vec<Option<State>>,
+    /// Per timeline column (the chart's columns): what the thread did there.
+    pub timeline: Vec<Slot>,
     key: Option<(u32, Window, u64, usize)>,
 }
 
@@ -165,8 +177,8 @@ pub struct App {
     pub export_dir: PathBuf,
     /// Replay snapshots still to load: (loaded, total).
     pub loading: Option<(usize, usize)>,
-    /// Geometry from the last `prepare`: chart time slots (each drawn one or
-    /// more cells wide) and table rows per page.
+    /// Geometry from the last `prepare`: chart columns (one cell each, equal
+    /// spans of the window) and table rows per page.
     pub chart_cols: usize,
     pub page: usize,
     cache: Cache,
@@ -215,8 +227,10 @@ impl App {
     /// and a "loading" indicator until the event loop has pushed it all.
     pub fn start_replay(&mut self, snaps: &[Snapshot]) {
         if let (Some(a), Some(b)) = (snaps.first(), snaps.last()) {
-            let ns = b.time_ns.saturating_sub(a.time_ns) + b.interval.as_nanos() as u64;
-            self.span = App::span_covering(ns.div_ceil(1_000_000_000));
+            // A window ending at the last snapshot takes the first one in when
+            // it is longer than the time between them.
+            let secs = b.time_ns.saturating_sub(a.time_ns) / 1_000_000_000 + 1;
+            self.span = App::span_covering(secs);
             self.loading = Some((0, snaps.len()));
         }
     }
@@ -258,9 +272,16 @@ impl App {
         self.live && self.end.is_some()
     }
 
+    /// The window on history: `span` back from the chosen end, which is moved
+    /// back to a snapshot's time so the window's newest stretch of time is
+    /// one a snapshot in it stands for (not a false gap before the next one).
     pub fn window(&self) -> Option<Window> {
         let latest = self.history.latest()?.time_ns;
-        let end_ns = self.end.unwrap_or(latest).min(latest);
+        let chosen = self.end.unwrap_or(latest).min(latest);
+        let end_ns = match self.history.index_after(chosen) {
+            0 => chosen,
+            i => self.history.meta(i - 1).time_ns,
+        };
         let start_ns = end_ns.saturating_sub(self.span.as_nanos() as u64);
         let (lo, hi) = (
             self.history.index_after(start_ns),
@@ -295,10 +316,6 @@ impl App {
     /// Brings derived data up to date for a screen with `chart_cols` chart
     /// columns and `page` table rows, grouping for at most `budget`.
     pub fn prepare(&mut self, chart_cols: usize, page: usize, budget: Option<Duration>) {
-        // No more columns than snapshots fit in the window, or the chart would
-        // show gaps between samples that are not gaps in activity.
-        let slots = (self.span.as_nanos() / self.session.interval.as_nanos().max(1)).max(1) as usize;
-        let chart_cols = chart_cols.min(slots);
         self.chart_cols = chart_cols;
         self.page = page.max(1);
         if self.toast.as_ref().is_some_and(|t| t.at.elapsed() > TOAST_FOR) {
@@ -380,24 +397,33 @@ impl App {
             return;
         }
         let h = &self.history;
-        let cols = self.chart_cols.max(1);
-        let span = win.end_ns.saturating_sub(win.start_ns).max(1);
-        let mut counts = vec![[0u32; State::ALL.len()]; cols];
+        let columns = Columns::new(win.start_ns, win.end_ns, self.chart_cols.max(1));
+        let mut covered = vec![false; columns.count()];
+        let mut weights = vec![[0u64; State::ALL.len()]; columns.count()];
         let mut samples = Vec::new();
         for i in (win.lo..win.hi).rev() {
-            if let Some(r) = h.find_tid(i, tid) {
-                let t = h.meta(i).time_ns;
-                let s = h.sample(i, r);
-                let c = ((t.saturating_sub(win.start_ns + 1)) as u128 * cols as u128 / span as u128) as usize;
-                counts[c.min(cols - 1)][s.state as usize] += 1;
-                samples.push((t, s));
+            let (from, to) = covers(h, i);
+            let sample = h.find_tid(i, tid).map(|r| h.sample(i, r));
+            columns.spread(from, to, |c, ns| {
+                covered[c] = true;
+                if let Some(s) = &sample {
+                    weights[c][s.state as usize] += ns;
+                }
+            });
+            if let Some(s) = sample {
+                samples.push((h.meta(i).time_ns, s));
             }
         }
-        let timeline = counts
+        let timeline = weights
             .iter()
-            .map(|c| {
-                let best = (0..c.len()).max_by_key(|&i| (c[i], std::cmp::Reverse(i)))?;
-                (c[best] > 0).then_some(State::ALL[best])
+            .zip(covered)
+            .map(|(w, covered)| {
+                let best = (0..w.len()).max_by_key(|&i| (w[i], std::cmp::Reverse(i)));
+                match best {
+                    Some(b) if w[b] > 0 => Slot::In(State::ALL[b]),
+                    _ if covered => Slot::NotSampled,
+                    _ => Slot::NoData,
+                }
             })
             .collect();
         self.thread = ThreadData {

@@ -54,15 +54,29 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     if view.chart.other {
         names.push("other".into());
     }
+    // The selected row's band: its first value's, or "other" if that is folded.
+    let selected = app
+        .rows()
+        .get(app.level.selected)
+        .and_then(|&gi| view.agg.groups[gi].key.first())
+        .and_then(|v| {
+            let shown = view.chart.bands.iter().position(|b| b == v);
+            shown.or(view.chart.other.then_some(view.chart.bands.len()))
+        });
     f.render_widget(
         AshChart {
             chart: &view.chart,
             colors: &colors,
             ncpus: app.session.ncpus,
+            selected,
         },
         chart_area,
     );
-    f.render_widget(legend(&names, &colors, app.session.ncpus), legend_area);
+    let gaps = view.chart.cols.iter().any(Option::is_none);
+    f.render_widget(
+        legend(&names, &colors, app.session.ncpus, selected, gaps),
+        legend_area,
+    );
 
     let dims = &app.level.query.dims;
     let sort = app.level.sort;

@@ -39,8 +39,11 @@ pub mod stacks;
 pub mod syscall_args;
 pub mod term;
 pub mod thread_view;
+pub mod timeline;
 pub mod view;
 
+#[cfg(test)]
+mod chart_tests;
 #[cfg(test)]
 mod stack_tests;
 #[cfg(test)]

@@ -346,11 +346,12 @@ pub fn visible_offset(selected: usize, offset: usize, visible: usize) -> usize {
     }
 }
 
-/// `n` chart slots on `width` cells: (cells per slot, left padding), so time
-/// runs to the right edge.
-pub fn stretch(n: usize, width: u16) -> (u16, u16) {
-    let cw = (width as usize / n.max(1)).max(1) as u16;
-    (cw, width.saturating_sub(cw.saturating_mul(n as u16)))
+/// What the chart and the thread timeline draw where no snapshot stands for
+/// the time: unlike a blank column (zero active threads), it says "unknown".
+pub const NO_DATA: &str = "░";
+
+pub fn no_data_style() -> Style {
+    Style::new().fg(Color::DarkGray)
 }
 
 pub fn selected_style() -> Style {

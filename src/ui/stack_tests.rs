@@ -287,8 +287,8 @@ xtop LIVE db1 · 6.8.0 · 2 CPUs · every 1s
 11:59:05–12:00:05 (1m) · 6 samples in 6 snapshots · xtop CPU 0.0% · dropped 0
 tid 101  pid 100  comm postgres  user alice (1000)  cgroup /user.slice
 exe /usr/bin/postgres  cmdline postgres --serve
-state┤                                  ······················································██████
-      ■ DISK  · not sampled (inactive or absent)
+state┤░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░██████████
+      ■ DISK  · not sampled (inactive or absent)  ░ no snapshot
 now DISK pread64(fd=3, buf=0x7ffd0000, count=4096, pos=0) for 1.5ms, syscall #42
 file   /var/lib/postgres/base/16384/2619
 kstack __schedule ← schedule ← [pipe_read] ← vfs_read

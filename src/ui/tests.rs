@@ -26,7 +26,7 @@ pub(crate) fn session() -> Session {
 }
 
 /// Rendered times are local: pin the zone so expected screens match anywhere.
-fn utc() {
+pub(crate) fn utc() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         std::env::set_var("TZ", "UTC");
@@ -101,14 +101,14 @@ fn main_view_screen() {
         r#"
 xtop LIVE db1 · 6.8.0 · 2 CPUs · every 1s
 11:59:29–12:00:29 (1m) · 165 samples in 30 snapshots · xtop CPU 0.0% · dropped 0
-  6.6┤                                            ▄ ▄ ▄ ▄ ▄ ▄ ▄ ▄ ▄ ▄ ▄ ▄ ▄ ▄ ▄
-     ┤                                            █▄█▄█▄█▄█▄█▄█▄█▄█▄█▄█▄█▄█▄█▄█▄
-     ┤                                            ██████████████████████████████
-     ┤                                            ██████████████████████████████
- 2cpu┤╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌──────────────────────────────
-    0┤                                            ██████████████████████████████
-
-      ■ RUN  ■ DISK  ■ RUNQ  ■ SLEEP  ╌ 2 CPUs
+  6.6┤░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░▄  ▁ ▄ ▁▁ ▄ ▁  ▄ ▂  ▃ ▂  ▃ ▃  ▂ ▃  ▂
+     ┤░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░█▆██▅█▆██▅█▅██▆█▅██▆█▄██▇█▄█▇▇█▄█▇██▄
+     ┤░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░█████████████████████████████████████
+     ┤░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░█████████████████████████████████████
+ 2cpu┤╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌─────────────────────────────────────
+    0┤░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░█████████████████████████████████████
+      11:59:29     ╵11:59:40   ╵11:59:50    ╵12:00:00   ╵12:00:10       12:00:29
+      ■ RUN  ■ DISK  ■ RUNQ  ■ SLEEP  ╌ 2 CPUs  ░ no snapshot
 avg_thr▼ %     activity     state syscall comm
     1.00  18.2       ██████ DISK  pread64 postgres
     1.00  18.2       ██████ RUN   -       java
@@ -141,8 +141,8 @@ xtop LIVE db1 · 6.8.0 · 2 CPUs · every 1s
 11:59:29–12:00:29 (1m) · 30 samples in 30 snapshots · xtop CPU 0.0% · dropped 0
 tid 101  pid 100  comm postgres  user alice (1000)  cgroup /user.slice
 exe /usr/bin/postgres  cmdline postgres --serve
-state┤                                  ······························██████████████████████████████
-      ■ DISK  · not sampled (inactive or absent)
+state┤░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░███████████████████████████████████████████████
+      ■ DISK  · not sampled (inactive or absent)  ░ no snapshot
 now DISK pread64(fd=3, buf=0x7ffd0000, count=4096, pos=0) for 1.5ms, syscall #42
 file   /var/lib/postgres/base/16384/2619
 kstack __schedule ← schedule ← [pipe_read] ← vfs_read
@@ -270,8 +270,8 @@ fn replay_header_and_smallest_screen() {
         r#"
 xtop REPLAY db1 · 6.8.0 · 2 CPUs · every
 11:59:07–12:00:07 (1m) · 44 samples in 8
-  6.1┤╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌▇▇▇▇
-
+  6.6┤╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌▇▇▇▇▇
+      11:59:07     ╵11:59:30    12:00:07
       ■ RUN  ■ DISK  ■ RUNQ  ■ SLEEP  ╌
 avg_thr▼ %     activity   state syscall
     1.00  18.2            DISK  pread64

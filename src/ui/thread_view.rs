@@ -10,8 +10,8 @@ use ratatui::Frame;
 use crate::dimensions;
 use crate::model::{Stack, State, Syscall};
 
-use super::app::App;
-use super::render::{ellipsize, selected_style, state_color, stretch, visible_offset, AXIS_W};
+use super::app::{App, Slot};
+use super::render::{ellipsize, no_data_style, selected_style, state_color, visible_offset, AXIS_W, NO_DATA};
 use super::stack_view::gap_hint;
 
 /// Widest sample column; longer values end in an ellipsis.
@@ -111,25 +111,26 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         ]),
     ];
     // Timeline: one cell per chart column, coloured by the thread's state there.
-    let (cw, pad) = stretch(t.timeline.len(), area.width.saturating_sub(AXIS_W));
     let mut tl = vec![Span::styled(
-        format!(
-            "{:>w$}┤{}",
-            "state",
-            " ".repeat(pad as usize),
-            w = AXIS_W as usize - 1
-        ),
+        format!("{:>w$}┤", "state", w = AXIS_W as usize - 1),
         dim,
     )];
-    for s in &t.timeline {
-        let cells = "█".repeat(cw as usize);
-        tl.push(match s {
-            Some(s) => Span::styled(cells, Style::new().fg(state_color(*s))),
-            None => Span::styled("·".repeat(cw as usize), dim),
+    for slot in &t.timeline {
+        tl.push(match slot {
+            Slot::In(s) => Span::styled("█", Style::new().fg(state_color(*s))),
+            Slot::NotSampled => Span::styled("·", dim),
+            Slot::NoData => Span::styled(NO_DATA, no_data_style()),
         });
     }
     lines.push(Line::from(tl));
-    let mut seen: Vec<State> = t.timeline.iter().flatten().copied().collect();
+    let mut seen: Vec<State> = t
+        .timeline
+        .iter()
+        .filter_map(|s| match s {
+            Slot::In(s) => Some(*s),
+            _ => None,
+        })
+        .collect();
     seen.sort();
     seen.dedup();
     let mut leg = vec![Span::raw(" ".repeat(AXIS_W as usize))];
@@ -138,6 +139,10 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         leg.push(Span::raw(format!("{s}  ")));
     }
     leg.push(Span::styled("· not sampled (inactive or absent)", dim));
+    if t.timeline.contains(&Slot::NoData) {
+        leg.push(Span::styled(format!("  {NO_DATA}"), no_data_style()));
+        leg.push(Span::styled(" no snapshot", dim));
+    }
     lines.push(Line::from(leg));
     let now = match last.syscall {
         Syscall::In {

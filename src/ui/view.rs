@@ -18,6 +18,7 @@ use crate::model::Snapshot;
 use crate::value::Value;
 
 use super::history::History;
+use super::timeline::{covers, Columns};
 
 /// Sparkline width, in buckets.
 pub const SPARK_W: usize = 12;
@@ -46,8 +47,12 @@ pub struct Chart {
     /// First-dimension values of the bands, bottom first; `other` adds one more band.
     pub bands: Vec<Value>,
     pub other: bool,
-    /// Per column, per band: average active threads; None where no snapshot falls.
+    /// Per column (equal spans of the window), per band: average active
+    /// threads; None where no snapshot stands for any of the column's time.
     pub cols: Vec<Option<Vec<f64>>>,
+    /// The window the columns cut: `(start_ns, end_ns]`.
+    pub start_ns: u64,
+    pub end_ns: u64,
 }
 
 impl Chart {
@@ -279,10 +284,8 @@ impl Cache {
     }
 
     fn build(&mut self, h: &History, win: Window, cols: usize, scanned: usize) {
-        let span = win.end_ns.saturating_sub(win.start_ns).max(1);
-        let slot = |t: u64, n: usize| {
-            (((t.saturating_sub(win.start_ns + 1)) as u128 * n as u128 / span as u128) as usize).min(n - 1)
-        };
+        let spark_cols = Columns::new(win.start_ns, win.end_ns, SPARK_W);
+        let chart = Columns::new(win.start_ns, win.end_ns, cols.max(1));
         let nkeys = self.keys.len();
         let mut weight = vec![0.0f64; nkeys];
         let mut samples = vec![0u64; nkeys];
@@ -294,19 +297,23 @@ impl Cache {
             let Some(sum) = &self.summaries[i] else {
                 continue;
             };
-            let meta = h.meta(i);
-            let w = meta.interval.as_secs_f64();
+            let w = h.meta(i).interval.as_secs_f64();
             seconds += w;
-            let b = slot(meta.time_ns, SPARK_W);
-            spark_secs[b] += w;
+            let (from, to) = covers(h, i);
+            spark_cols.spread(from, to, |b, ns| {
+                let secs = ns as f64 / 1e9;
+                spark_secs[b] += secs;
+                for &(k, n) in &sum.groups {
+                    spark[k as usize][b] += (n as f64 * secs) as f32;
+                }
+            });
             if cols > 0 {
-                col_secs[slot(meta.time_ns, cols)] += w;
+                chart.spread(from, to, |c, ns| col_secs[c] += ns as f64 / 1e9);
             }
             for &(k, n) in &sum.groups {
                 let k = k as usize;
                 weight[k] += n as f64 * w;
                 samples[k] += n as u64;
-                spark[k][b] += (n as f64 * w) as f32;
                 total_samples += n as u64;
                 total_weight += n as f64 * w;
             }
@@ -363,31 +370,26 @@ impl Cache {
         for (b, &f) in ranked[..shown].iter().enumerate() {
             band_of_first[f] = b;
         }
-        let mut chart_cols: Vec<Option<Vec<f64>>> = vec![None; cols];
-        if cols > 0 && nbands > 0 {
+        // Each column: the samples of the snapshots standing for its span,
+        // averaged by how much of it each stands for; None where none does.
+        let mut chart_cols: Vec<Option<Vec<f64>>> = col_secs
+            .iter()
+            .map(|&secs| (secs > 0.0).then(|| vec![0.0; nbands]))
+            .collect();
+        if nbands > 0 && cols > 0 {
             for i in win.lo..win.hi {
                 let Some(sum) = &self.summaries[i] else {
                     continue;
                 };
-                let meta = h.meta(i);
-                let c = slot(meta.time_ns, cols);
-                let w = meta.interval.as_secs_f64() / col_secs[c];
-                let col = chart_cols[c].get_or_insert_with(|| vec![0.0; nbands]);
-                for &(f, n) in &sum.firsts {
-                    col[band_of_first[f as usize]] += n as f64 * w;
-                }
-            }
-            // Columns with snapshots but no matching samples are zero, not gaps.
-            for (c, secs) in col_secs.iter().enumerate() {
-                if *secs > 0.0 && chart_cols[c].is_none() {
-                    chart_cols[c] = Some(vec![0.0; nbands]);
-                }
-            }
-        } else if cols > 0 {
-            for (c, secs) in col_secs.iter().enumerate() {
-                if *secs > 0.0 {
-                    chart_cols[c] = Some(Vec::new());
-                }
+                let (from, to) = covers(h, i);
+                chart.spread(from, to, |c, ns| {
+                    let w = ns as f64 / 1e9 / col_secs[c];
+                    if let Some(col) = &mut chart_cols[c] {
+                        for &(f, n) in &sum.firsts {
+                            col[band_of_first[f as usize]] += n as f64 * w;
+                        }
+                    }
+                });
             }
         }
         self.view = WindowView {
@@ -403,6 +405,8 @@ impl Cache {
                 bands,
                 other,
                 cols: chart_cols,
+                start_ns: win.start_ns,
+                end_ns: win.end_ns,
             },
             scanned,
             snapshots: win.hi - win.lo,
