@@ -53,15 +53,20 @@ impl fmt::Display for Value {
     }
 }
 
-/// `YYYY-MM-DDTHH:MM:SS.ffffff` in local time, as xcapture writes timestamps.
-pub fn format_local_time(ns: u64) -> String {
+/// The broken-down local time of `ns` since the epoch.
+fn local_tm(ns: u64) -> Option<libc::tm> {
     let secs = (ns / 1_000_000_000) as libc::time_t;
-    let micros = (ns % 1_000_000_000) / 1000;
     // SAFETY: localtime_r only writes into the zeroed tm we own.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    if unsafe { libc::localtime_r(&secs, &mut tm) }.is_null() {
+    (!unsafe { libc::localtime_r(&secs, &mut tm) }.is_null()).then_some(tm)
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.ffffff` in local time, as xcapture writes timestamps.
+pub fn format_local_time(ns: u64) -> String {
+    let micros = (ns % 1_000_000_000) / 1000;
+    let Some(tm) = local_tm(ns) else {
         return format!("@{ns}");
-    }
+    };
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{micros:06}",
         tm.tm_year + 1900,
@@ -75,13 +80,7 @@ pub fn format_local_time(ns: u64) -> String {
 
 /// The local time zone's offset from UTC at `ns`, in seconds (0 if unknown).
 pub fn local_utc_offset(ns: u64) -> i64 {
-    let secs = (ns / 1_000_000_000) as libc::time_t;
-    // SAFETY: as in format_local_time.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    if unsafe { libc::localtime_r(&secs, &mut tm) }.is_null() {
-        return 0;
-    }
-    tm.tm_gmtoff
+    local_tm(ns).map_or(0, |tm| tm.tm_gmtoff)
 }
 
 #[cfg(test)]

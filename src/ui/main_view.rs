@@ -59,10 +59,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         .rows()
         .get(app.level.selected)
         .and_then(|&gi| view.agg.groups[gi].key.first())
-        .and_then(|v| {
-            let shown = view.chart.bands.iter().position(|b| b == v);
-            shown.or(view.chart.other.then_some(view.chart.bands.len()))
-        });
+        .and_then(|v| view.chart.band_of(v));
     f.render_widget(
         AshChart {
             chart: &view.chart,

@@ -56,6 +56,12 @@ pub struct Chart {
 }
 
 impl Chart {
+    /// The band a first-dimension value is drawn in: its own, or "other".
+    pub fn band_of(&self, v: &Value) -> Option<usize> {
+        let shown = self.bands.iter().position(|b| b == v);
+        shown.or(self.other.then_some(self.bands.len()))
+    }
+
     pub fn max_total(&self) -> f64 {
         self.cols
             .iter()
