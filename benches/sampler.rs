@@ -527,8 +527,8 @@ fn prog_stats(name: &str) -> (u64, u64, u32) {
 
 fn profile_cost() {
     println!("\n## On-CPU profile: BPF program cost with every CPU busy (10 s each)");
-    println!("| profile Hz | runs per CPU per s | ns per run | share of all CPUs |");
-    println!("|---:|---:|---:|---:|");
+    println!("| profile Hz | user stacks | runs per CPU per s | ns per run | share of all CPUs |");
+    println!("|---:|---|---:|---:|---:|");
     // SAFETY: returns an fd that keeps run-time statistics on until closed.
     let stats_fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
     if stats_fd < 0 {
@@ -548,12 +548,20 @@ fn profile_cost() {
             })
         })
         .collect();
-    for hz in [49, 99] {
+    // `--unwind fp`: the frame-pointer walk alone (the profile before CFI);
+    // cfi (default): the stack window copied as well.
+    for (hz, unwind) in [
+        (49, Unwind::Fp),
+        (49, Unwind::Cfi),
+        (99, Unwind::Fp),
+        (99, Unwind::Cfi),
+    ] {
         let secs = 10.0;
         // Read while loaded: the counters go with the program.
         let (before, after) = with_xtop(
             SamplerOptions {
                 profile_hz: hz,
+                unwind,
                 ..Default::default()
             },
             || {
@@ -570,7 +578,7 @@ fn profile_cost() {
             );
         }
         println!(
-            "| {hz} | {:.1} | {:.0} | {:.4}% |",
+            "| {hz} | {unwind:?} | {:.1} | {:.0} | {:.4}% |",
             cnt as f64 / secs / ncpus as f64,
             ns as f64 / cnt.max(1) as f64,
             ns as f64 / (secs * 1e9 * ncpus as f64) * 100.0

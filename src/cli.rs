@@ -92,7 +92,7 @@ pub struct SamplingArgs {
     /// Do not walk user stacks (kernel stacks only).
     #[arg(long)]
     pub no_user_stacks: bool,
-    /// How off-CPU user stacks are unwound: `cfi` copies a window of the stack
+    /// How user stacks are unwound, off CPU and on: `cfi` copies a window of the stack
     /// and unwinds it with the binaries' call frame information (works without
     /// frame pointers); `fp` follows frame pointers in the kernel (cheaper, but
     /// stops at the first function built without them).

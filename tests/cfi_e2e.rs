@@ -295,3 +295,164 @@ fn threads_preempted_in_the_vdso_reach_their_root() {
         show(&obs)
     );
 }
+
+// On-CPU stacks: the profile copies a running thread's stack window and the
+// same CFI unwinder walks it.
+
+/// One thread spinning in user code three calls deep; the process ends by itself.
+const C_SPIN_SOURCE: &str = r#"
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <unistd.h>
+#if defined(__clang__)
+#define KEEP __attribute__((noinline))
+#else
+#define KEEP __attribute__((noinline, noipa))
+#endif
+volatile unsigned long sink;
+KEEP unsigned long xt_spin_leaf(unsigned long x) {
+    for (;;) {
+        for (int i = 0; i < 1000; i++)
+            x = x * 6364136223846793005UL + 1442695040888963407UL;
+        sink = x;
+    }
+    return x;
+}
+KEEP unsigned long xt_spin_mid(unsigned long x) { return xt_spin_leaf(x * 3) * 5; }
+KEEP unsigned long xt_spin_top(unsigned long x) { return xt_spin_mid(x + 7) ^ 9; }
+static void *run(void *a) {
+    pthread_setname_np(pthread_self(), "xt_spin_c");
+    return (void *)xt_spin_top((unsigned long)a);
+}
+int main(void) {
+    pthread_t t;
+    pthread_create(&t, 0, run, 0);
+    sleep(60);
+    return 0;
+}
+"#;
+
+const RUST_SPIN_SOURCE: &str = r#"
+#[inline(never)]
+#[no_mangle]
+pub extern "C" fn xt_rs_spin_leaf(mut x: u64) -> u64 {
+    loop {
+        for _ in 0..1000 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+    }
+}
+#[inline(never)]
+#[no_mangle]
+pub extern "C" fn xt_rs_spin_mid(x: u64) -> u64 {
+    std::hint::black_box(xt_rs_spin_leaf(x * 3)) * 5
+}
+#[inline(never)]
+#[no_mangle]
+pub extern "C" fn xt_rs_spin_top(x: u64) -> u64 {
+    std::hint::black_box(xt_rs_spin_mid(x + 7)) ^ 9
+}
+fn main() {
+    let t = std::thread::Builder::new().name("xt_spin_rs".into());
+    t.spawn(|| xt_rs_spin_top(std::hint::black_box(1))).unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(60));
+}
+"#;
+
+/// Running samples of thread `comm` that have a user stack, over `passes`
+/// passes (a spinner is on its CPU at nearly every pass).
+fn running_stacks(pid: u32, comm: &str, unwind: Unwind, passes: usize) -> Vec<StackObs> {
+    stacks_of(pid, comm, unwind, passes)
+        .into_iter()
+        .filter(|o| o.state == "RUN" && o.ustack.is_some())
+        .collect()
+}
+
+#[test]
+fn c_without_frame_pointers_spinning_has_its_whole_chain() {
+    let Some(_serial) = live_bpf() else { return };
+    let exe = build(
+        "cfi-spin-c",
+        "c",
+        C_SPIN_SOURCE,
+        "cc",
+        &["-O2", "-g0", "-fomit-frame-pointer", "-pthread"],
+    );
+    let kid = Kid::spawn(&mut Command::new(&exe));
+    let obs = running_stacks(kid.pid(), "xt_spin_c", Unwind::Cfi, 20);
+    assert!(
+        obs.len() >= 5,
+        "running with a stack {} times: {}",
+        obs.len(),
+        show(&obs)
+    );
+    let chain = ["xt_spin_leaf", "xt_spin_mid", "xt_spin_top", "start_thread"];
+    assert_chain_to_root(&obs, &chain, "clone");
+    // The leaf is the spinning function itself, not a caller.
+    assert!(
+        obs.iter().all(|o| &*o.uframes()[0] == "xt_spin_leaf"),
+        "{}",
+        show(&obs)
+    );
+    // Frame pointers alone stop at the leaf (where rbp holds no frame
+    // pointer; when it holds 0 the walk even takes the leaf for the root):
+    // the CFI above is what found the rest.
+    let fp_only = running_stacks(kid.pid(), "xt_spin_c", Unwind::Fp, 10);
+    assert!(!fp_only.is_empty());
+    assert!(
+        fp_only
+            .iter()
+            .all(|o| !o.uframes().iter().any(|f| f.contains("xt_spin_mid"))),
+        "a frame-pointer walk should not reach the caller: {}",
+        show(&fp_only)
+    );
+}
+
+#[test]
+fn default_built_rust_spinning_has_its_whole_chain() {
+    let Some(_serial) = live_bpf() else { return };
+    let exe = build(
+        "cfi-spin-rs",
+        "rs",
+        RUST_SPIN_SOURCE,
+        "rustc",
+        &["-O", "--edition", "2021"],
+    );
+    let kid = Kid::spawn(&mut Command::new(&exe));
+    let obs = running_stacks(kid.pid(), "xt_spin_rs", Unwind::Cfi, 20);
+    assert!(
+        obs.len() >= 5,
+        "running with a stack {} times: {}",
+        obs.len(),
+        show(&obs)
+    );
+    assert_chain_to_root(
+        &obs,
+        &[
+            "xt_rs_spin_leaf",
+            "xt_rs_spin_mid",
+            "xt_rs_spin_top",
+            "start_thread",
+        ],
+        "clone",
+    );
+}
+
+#[test]
+fn distro_python3_spinning_reaches_its_root() {
+    let Some(_serial) = live_bpf() else { return };
+    let script = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end:\n    pass\n";
+    let kid = Kid::spawn(Command::new("/usr/bin/python3").args(["-c", script]));
+    let obs = running_stacks(kid.pid(), "python3", Unwind::Cfi, 20);
+    assert!(
+        obs.len() >= 5,
+        "running with a stack {} times: {}",
+        obs.len(),
+        show(&obs)
+    );
+    assert_chain_to_root(
+        &obs,
+        &["_PyEval_EvalFrameDefault", "Py_BytesMain", "__libc_start_main"],
+        "_start",
+    );
+}

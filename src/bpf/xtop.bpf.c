@@ -112,6 +112,24 @@ struct {
 	__type(value, struct stack_copy);
 } stackwin SEC(".maps");
 
+/* Running threads' user stack windows (struct cpu_window): XTOP_CPU_WINDOWS
+ * slots per possible CPU, sized by userspace before load (1 entry when the
+ * profile copies no windows). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_window);
+} cpu_windows SEC(".maps");
+
+/* Each CPU's next cpu_windows slot (round robin). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} win_next SEC(".maps");
+
 /* A sample's file record (see resolve_target). */
 struct tgt_buf {
 	char b[XTOP_TGT_BYTES];
@@ -372,41 +390,75 @@ static __always_inline int walk_user_task(struct task_struct *task, struct pt_re
 	return n;
 }
 
-static long vma_end(struct task_struct *task, struct vm_area_struct *vma, void *end)
+/* The mapping bpf_find_vma found: [lo, hi). */
+struct vma_range {
+	__u64 lo, hi;
+};
+
+static long vma_range_of(struct task_struct *task, struct vm_area_struct *vma, void *data)
 {
-	*(__u64 *)end = vma->vm_end;
+	struct vma_range *r = data;
+
+	r->lo = vma->vm_start;
+	r->hi = vma->vm_end;
 	return 0;
 }
 
-/* Copies another (off-CPU) thread's user stack from its stack pointer up to
- * the end of the stack's mapping, at most XTOP_UWIN_BYTES, with the registers
- * unwinding starts from. Userspace unwinds it with the binaries' CFI. Returns
- * the bytes copied. */
-static __always_inline __u32 copy_window(struct task_struct *task, struct pt_regs *regs,
-					 struct task_sample *r, struct stack_copy *w)
+/* The registers unwinding starts from: user ip, sp, fp, lr. */
+static __always_inline void user_regs(struct pt_regs *regs, __u64 *uregs)
 {
-	__u64 sp = PT_REGS_SP(regs), end = 0, len;
-	bool to_end = true;
-
-	r->uregs[0] = PT_REGS_IP(regs);
-	r->uregs[1] = sp;
-	r->uregs[2] = PT_REGS_FP(regs);
+	uregs[0] = PT_REGS_IP(regs);
+	uregs[1] = PT_REGS_SP(regs);
+	uregs[2] = PT_REGS_FP(regs);
 #if defined(__TARGET_ARCH_arm64)
-	r->uregs[3] = regs->regs[30];
+	uregs[3] = regs->regs[30];
 #endif
-	/* The mmap lock is only tried: when it is busy, copy to the end of sp's
-	 * own page, which is surely mapped, and say the window is short. */
-	if (bpf_find_vma(task, sp, vma_end, &end, 0) || end <= sp) {
+}
+
+/* The mapping holding `sp`, or {0, 0}. The mmap lock is only tried. */
+static __always_inline struct vma_range stack_vma(struct task_struct *task, __u64 sp)
+{
+	struct vma_range r = {};
+
+	if (bpf_find_vma(task, sp, vma_range_of, &r, 0) || r.hi <= sp || r.lo > sp)
+		r.lo = r.hi = 0;
+	return r;
+}
+
+/* Bytes of user stack a window takes from `sp`: up to `end`, the end of the
+ * stack's mapping, at most XTOP_UWIN_BYTES; *to_end says whether it gets
+ * there. Without `end` (the mmap lock was busy) the window ends with sp's
+ * own page, which is surely mapped, and is short. */
+static __always_inline __u64 window_len(__u64 sp, __u64 end, bool *to_end)
+{
+	__u64 len;
+
+	*to_end = true;
+	if (end <= sp) {
 		end = (sp | 4095) + 1;
-		to_end = false;
+		*to_end = false;
 	}
 	len = end - sp;
 	if (len > XTOP_UWIN_BYTES) {
 		len = XTOP_UWIN_BYTES;
-		to_end = false;
+		*to_end = false;
 	}
+	return len;
+}
+
+/* Copies another (off-CPU) thread's user stack window, with the registers
+ * unwinding starts from. Userspace unwinds it with the binaries' CFI.
+ * Returns the bytes copied. */
+static __always_inline __u32 copy_window(struct task_struct *task, struct pt_regs *regs,
+					 struct task_sample *r, struct stack_copy *w)
+{
+	__u64 sp = PT_REGS_SP(regs), len;
+	bool to_end;
+
+	user_regs(regs, r->uregs);
+	len = window_len(sp, stack_vma(task, sp).hi, &to_end);
 	barrier_var(len);
-	if (!len || bpf_copy_from_user_task(w->b, len, (void *)sp, task, 0))
+	if (!len || len > XTOP_UWIN_BYTES || bpf_copy_from_user_task(w->b, len, (void *)sp, task, 0))
 		return 0;
 	if (to_end)
 		r->flags |= XF_UWIN_TO_END;
@@ -440,6 +492,81 @@ static __always_inline int walk_user_current(struct pt_regs *regs, __u64 *out, _
 	return n;
 }
 
+/* The first `len` bytes from `sp` that are present, page by page: a
+ * non-faulting read of a range fails whole if one page of it was never
+ * touched (below a large frame never written, say). The window ends there,
+ * short. Returns the bytes copied. */
+static __always_inline __u64 copy_present(struct cpu_window *w, __u64 sp, __u64 len)
+{
+	__u64 off = 0, chunk;
+	int i;
+
+	for (i = 0; i < XTOP_UWIN_BYTES / 4096 + 1; i++) {
+		if (off >= len || off > XTOP_UWIN_BYTES)
+			break;
+		chunk = ((sp + off) | 4095) + 1 - (sp + off);
+		if (chunk > len - off)
+			chunk = len - off;
+		if (chunk > 4096)
+			break;
+		barrier_var(chunk);
+		if (bpf_probe_read_user(w->b + off, chunk, (void *)(sp + off)))
+			break;
+		off += chunk;
+	}
+	return off;
+}
+
+/* The interrupted thread's user stack window, from the profile: into this
+ * CPU's next cpu_windows slot, which `c` then names. The thread is current
+ * and its stack pages in use, so a non-faulting read serves. */
+static __always_inline void profile_window(struct task_struct *t, struct pt_regs *regs,
+					   struct cpu_stack *c)
+{
+	__u32 zero = 0, slot, *rr = bpf_map_lookup_elem(&win_next, &zero);
+	__u64 sp = PT_REGS_SP(regs), len, seq;
+	struct cpu_window *w;
+	bool to_end;
+
+	if (!rr)
+		return;
+	slot = bpf_get_smp_processor_id() * XTOP_CPU_WINDOWS + (*rr & (XTOP_CPU_WINDOWS - 1));
+	*rr += 1;
+	w = bpf_map_lookup_elem(&cpu_windows, &slot);
+	if (!w)
+		return;
+	/* From an interrupt bpf_find_vma defers the mmap unlock to an irq_work,
+	 * ~10 µs on a VM (a self-IPI): look once per thread and stack, then
+	 * while sp stays in that mapping use what was found. */
+	if (sp < c->stack_lo || sp >= c->stack_hi) {
+		struct vma_range vr = stack_vma(t, sp);
+
+		c->stack_lo = vr.lo;
+		c->stack_hi = vr.hi;
+	}
+	len = window_len(sp, c->stack_hi, &to_end);
+	/* A seqcount, as for cpu_stack: the iterator may copy it meanwhile. */
+	seq = w->seq | 1;
+	w->seq = seq;
+	barrier();
+	user_regs(regs, w->uregs);
+	barrier_var(len);
+	if (len > XTOP_UWIN_BYTES)
+		len = 0;
+	if (len && bpf_probe_read_user(w->b, len, (void *)sp)) {
+		len = copy_present(w, sp, len);
+		to_end = false;
+	}
+	w->flags = to_end ? XF_UWIN_TO_END : 0;
+	w->len = len;
+	barrier();
+	w->seq = seq + 1;
+	if (len) {
+		c->win_slot = slot;
+		c->win_seq = seq + 1;
+	}
+}
+
 /* On-CPU profile: a CPU-clock event on every CPU at a low fixed rate. Keeps
  * the interrupted thread's latest stacks, stamped with the scheduler clock so
  * the iterator can tell whether they belong to the thread's current stint. */
@@ -464,8 +591,13 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 	c->kstack_len = bpf_get_stack(ctx, c->kstack, sizeof(c->kstack), 0);
 	c->ustack_len = 0;
 	c->flags = 0;
+	c->win_seq = 0;
 	regs = (struct pt_regs *)bpf_task_pt_regs(t);
 	if (user_stacks && regs && !(t->flags & NO_USER_STACK)) {
+		if (cfi_windows)
+			profile_window(t, regs, c);
+		/* Also when a window was copied: the fallback if its slot is
+		 * reused before a pass reads it. */
 		n = walk_user_current(regs, c->ustack, &uflags);
 		c->ustack_len = n * 8;
 		c->flags = uflags;
@@ -475,16 +607,45 @@ int profile_cpu(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
+/* The window the profile copied into cpu_windows[slot] as `seq`, into the
+ * record and `w`, unless the slot was reused since (or while copying it).
+ * Returns whether the record has it. */
+static __always_inline bool cpu_window_of(__u32 slot, __u64 seq, struct task_sample *r,
+					  struct stack_copy *w)
+{
+	struct cpu_window *cw = bpf_map_lookup_elem(&cpu_windows, &slot);
+	__u32 len;
+
+	if (!cw || cw->seq != seq)
+		return false;
+	len = cw->len;
+	if (len > XTOP_UWIN_BYTES)
+		len = 0;
+	barrier_var(len);
+	if (!len || bpf_probe_read_kernel(w->b, len, cw->b))
+		return false;
+	__builtin_memcpy(r->uregs, cw->uregs, sizeof(r->uregs));
+	r->flags |= cw->flags & XF_UWIN_TO_END;
+	barrier();
+	if (cw->seq != seq) {
+		r->flags &= ~XF_UWIN_TO_END;
+		return false;
+	}
+	r->uwin_len = len;
+	return true;
+}
+
 /* A running thread's stacks: its latest profile sample, if that was taken
  * during its current stint on the CPU, or earlier in this interval with the
  * thread only preempted since, never blocked (a CPU-bound thread sharing a
  * busy CPU runs in slices of a few ms, shorter than the profile period).
  * Otherwise none: an older stack would describe other work. */
 static __always_inline void profile_stacks(struct task_struct *task, struct thread_state *s,
-					   struct task_sample *r)
+					   struct task_sample *r, struct stack_copy *w)
 {
 	struct cpu_stack *c = bpf_task_storage_get(&cpu_stacks, task, 0, 0);
-	__u64 stamp;
+	__u64 stamp, win_seq;
+	__u32 win_slot;
 	__u64 seq;
 	__s32 klen, ulen;
 	__u32 flags;
@@ -502,14 +663,19 @@ static __always_inline void profile_stacks(struct task_struct *task, struct thre
 	klen = c->kstack_len;
 	ulen = c->ustack_len;
 	flags = c->flags;
+	win_slot = c->win_slot;
+	win_seq = c->win_seq;
 	__builtin_memcpy(r->kstack, c->kstack, sizeof(r->kstack));
 	__builtin_memcpy(r->ustack, c->ustack, sizeof(r->ustack));
 	barrier();
 	if (c->seq != seq)
 		return;
 	r->kstack_len = klen;
+	r->flags |= XF_ONCPU_STACK;
+	if (win_seq && w && cpu_window_of(win_slot, win_seq, r, w))
+		return;
 	r->ustack_len = ulen;
-	r->flags |= XF_ONCPU_STACK | (flags & (XF_USTACK_TRUNC | XF_USTACK_DEEP));
+	r->flags |= flags & (XF_USTACK_TRUNC | XF_USTACK_DEEP);
 }
 
 /* Whether the thread got a CPU since `arrival` (or is on one now). */
@@ -1019,7 +1185,7 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	/* Saved registers and stacks are stable only while the thread is off CPU. */
 	user = user_stacks && !(pflags & NO_USER_STACK);
 	if (r->flags & XF_ON_CPU) {
-		profile_stacks(task, s, r);
+		profile_stacks(task, s, r, w);
 	} else if (!exit_state) {
 		if (!(pflags & PF_KTHREAD))
 			read_user_regs(task, r);

@@ -161,9 +161,28 @@ struct cpu_stack {
 	__s32 kstack_len;
 	__s32 ustack_len;
 	__u32 flags;           /* XF_USTACK_TRUNC */
-	__u32 pad;
+	__u32 win_slot;        /* cpu_windows slot holding its user stack window */
+	__u64 win_seq;         /* that slot's seq when written; 0: no window */
+	__u64 stack_lo;        /* the mapping of the thread's user stack pointer, */
+	__u64 stack_hi;        /* as last looked up (0, 0: not found) */
 	__u64 kstack[XTOP_KSTACK_DEPTH];
-	__u64 ustack[XTOP_USTACK_DEPTH];
+	__u64 ustack[XTOP_USTACK_DEPTH]; /* frame-pointer walk: used when the window is gone */
+};
+
+/* A running thread's user stack window, copied by the on-CPU profile and
+ * unwound with CFI in userspace like an off-CPU thread's. Each CPU has
+ * XTOP_CPU_WINDOWS slots (a power of two), reused round robin: a window
+ * stays until that CPU's profile has fired as many times again, so memory is
+ * bounded per CPU, not per thread. */
+#define XTOP_CPU_WINDOWS 8
+struct cpu_window {
+	__u64 seq;             /* odd while being written */
+	__u64 uregs[4];        /* user ip, sp, fp, lr */
+	__u32 len;             /* bytes of b, from uregs[1] up */
+	__u32 flags;           /* XF_UWIN_TO_END */
+	/* A page more than a window holds: the copy goes page by page, and the
+	 * verifier must see room for a whole page at every offset it may start. */
+	__u8 b[XTOP_UWIN_BYTES + 4096];
 };
 
 #endif

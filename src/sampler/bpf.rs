@@ -46,6 +46,9 @@ const HOOKS: [(&str, &str, Option<&str>); 6] = [
     ),
 ];
 
+/// XTOP_CPU_WINDOWS (src/bpf/xtop.h): stack window slots per CPU.
+const CPU_WINDOWS: u32 = 8;
+
 /// What the on-CPU profile feeds, for the warning when it cannot run.
 const PROFILE_FEEDS: &str = "running threads shown without stacks";
 
@@ -66,6 +69,16 @@ impl<'obj> Bpf<'obj> {
         if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
             ro.sc_target = crate::target::args::table(crate::model::Arch::native());
         }
+        // The profile's stack windows take ~160 KiB per CPU, only when used.
+        let windows = opts.profile_hz > 0 && opts.user_stacks && opts.unwind == super::Unwind::Cfi;
+        let slots = match libbpf_rs::num_possible_cpus() {
+            Ok(n) if windows => u32::try_from(n).unwrap_or(u32::MAX / 8) * CPU_WINDOWS,
+            _ => 1,
+        };
+        open.maps
+            .cpu_windows
+            .set_max_entries(slots)
+            .context("cannot size the on-CPU stack windows")?;
         let mut skel = open
             .load()
             .context("the kernel refused xtop's BPF programs (XTOP_DEBUG=1 shows libbpf's log)")?;

@@ -44,9 +44,9 @@ pub struct SamplerOptions {
     /// add ~100 ns to every syscall of every thread (benches/sampler.rs).
     pub track_syscalls: bool,
     /// Walk user stacks of off-CPU threads at each pass and of running
-    /// threads in the on-CPU profile (frame pointers).
+    /// threads in the on-CPU profile.
     pub user_stacks: bool,
-    /// How off-CPU user stacks are unwound.
+    /// How user stacks are unwound (off CPU at the pass, on CPU in the profile).
     pub unwind: Unwind,
     /// On-CPU profile rate per CPU (stacks of running threads); 0: off.
     pub profile_hz: u32,
@@ -56,7 +56,7 @@ pub struct SamplerOptions {
     pub app_waits: bool,
 }
 
-/// How off-CPU user stacks are unwound.
+/// How user stacks are unwound.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Unwind {
     /// A window of the stack, unwound in userspace with the binaries' CFI.
