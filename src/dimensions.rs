@@ -6,7 +6,7 @@ pub mod stack;
 
 use std::sync::Arc;
 
-use crate::model::{AppWait, Snapshot, Syscall, Target, ThreadSample};
+use crate::model::{AppFrame, AppWait, Snapshot, Syscall, Target, ThreadSample};
 use crate::value::Value;
 
 pub type Extract = fn(&Snapshot, &ThreadSample) -> Value;
@@ -348,8 +348,18 @@ pub static DIMENSIONS: &[Dimension] = &[
         "Innermost user-space function (the leaf of the user stack): where the program's own code \
          was when it entered the kernel, or is running now.",
         |_, s| match &s.ustack {
-            Some(u) => u.top_frame().map_or(Value::Missing, |f| Value::Text(f.clone())),
+            Some(u) => u.frames.first().map_or(Value::Missing, |f| Value::Text(f.clone())),
             None => Value::Missing,
+        },
+    ),
+    dim(
+        "ustack_app",
+        false,
+        "Innermost user function that is the program's own: the first frame from the leaf outside          the C library (libc, libpthread, libm, the dynamic loader, libstdc++, libgcc_s), the vDSO          and Rust's std/core/alloc, so a thread in fdatasync shows the code that called it. '?'          when the user stack stops before such a frame; '-' without a user stack or when every          frame is the C library's.",
+        |_, s| match s.ustack.as_deref().map(crate::model::Stack::app_frame) {
+            Some(AppFrame::Frame(f)) => Value::Text(f.clone()),
+            Some(AppFrame::Unknown) => Value::Unknown,
+            Some(AppFrame::None) | None => Value::Missing,
         },
     ),
     dim(
@@ -500,13 +510,36 @@ mod tests {
         let v = |name: &str, s: &ThreadSample| find(name).unwrap().value(&snap, s).to_string();
         let off = sample(1, 1, "db", State::Disk, Some(0));
         assert_eq!(v("ustack_top", &off), "__libc_read");
+        assert_eq!(v("ustack_app", &off), "read_block");
         assert_eq!(v("ustack", &off), "main;read_block;__libc_read");
         assert_eq!(v("ustack_hash", &off), "0xbeef");
         assert!(v("stack", &off).starts_with("main;read_block;__libc_read;vfs_read_[k];"));
         let run = sample(2, 1, "db", State::Run, None);
-        for d in ["ustack_top", "ustack", "ustack_hash", "stack", "stack_hash"] {
+        for d in [
+            "ustack_top",
+            "ustack_app",
+            "ustack",
+            "ustack_hash",
+            "stack",
+            "stack_hash",
+        ] {
             assert_eq!(v(d, &run), "-", "{d}: no stacks in the fixture's running thread");
         }
+        // Cut short within the C library: the program's frame is unknown;
+        // nothing but the C library: there is none.
+        let mut cut = off.clone();
+        cut.ustack = Some(Arc::new(crate::model::Stack {
+            hash: 1,
+            frames: vec!["__libc_read".into(), crate::model::TRUNCATED.into()],
+            top: 1,
+        }));
+        assert_eq!(v("ustack_app", &cut), "?");
+        cut.ustack = Some(Arc::new(crate::model::Stack {
+            hash: 2,
+            frames: vec!["clone3".into()],
+            top: 1,
+        }));
+        assert_eq!(v("ustack_app", &cut), "-");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::kid::{run_ok, Kid};
 use common::observe::*;
+use xtop::model::AppFrame;
 use xtop::sampler::{SamplerOptions, Unwind};
 
 fn tmp() -> &'static Path {
@@ -150,6 +151,18 @@ fn assert_chain_to_root(obs: &[StackObs], chain: &[&str], root: &str) {
     );
 }
 
+/// Every stack's `ustack_app` (the program's own innermost frame) is `name`.
+fn assert_app_frame(obs: &[StackObs], name: &str) {
+    assert!(
+        obs.iter().all(|o| o
+            .ustack
+            .as_ref()
+            .is_some_and(|u| matches!(u.app_frame(), AppFrame::Frame(f) if &**f == name))),
+        "ustack_app should be {name}: {}",
+        show(obs)
+    );
+}
+
 #[test]
 fn c_without_frame_pointers_blocked_in_glibc_has_its_whole_chain() {
     let Some(_serial) = live_bpf() else { return };
@@ -163,6 +176,8 @@ fn c_without_frame_pointers_blocked_in_glibc_has_its_whole_chain() {
         kid.wait_sleeping("xt_cfi_c");
         let obs = stacks_of(kid.pid(), "xt_cfi_c", Unwind::Cfi, 3);
         assert_chain_to_root(&obs, &chain, "clone");
+        // The program's own frame is the caller of glibc's nanosleep.
+        assert_app_frame(&obs, "xt_c_leaf");
         if fp == "-fomit-frame-pointer" {
             // Frame pointers alone lose this stack: the CFI above is what found it.
             let fp_only = stacks_of(kid.pid(), "xt_cfi_c", Unwind::Fp, 3);
@@ -197,6 +212,8 @@ fn rust_without_frame_pointers_blocked_in_a_read_has_its_whole_chain() {
         &["read", "xt_rs_leaf", "xt_rs_mid", "xt_rs_top", "start_thread"],
         "clone",
     );
+    // Past glibc's read and std's wrappers around it.
+    assert_app_frame(&obs, "xt_rs_leaf");
 }
 
 #[test]
@@ -394,6 +411,7 @@ fn c_without_frame_pointers_spinning_has_its_whole_chain() {
         "{}",
         show(&obs)
     );
+    assert_app_frame(&obs, "xt_spin_leaf");
     // Frame pointers alone stop at the leaf (where rbp holds no frame
     // pointer; when it holds 0 the walk even takes the leaf for the root):
     // the CFI above is what found the rest.

@@ -59,7 +59,7 @@ pub fn sample(tid: u32, tgid: u32, comm: &str, state: State, nr: Option<u32>) ->
             Arc::new(Stack {
                 hash: 0xbeef,
                 frames: vec!["__libc_read".into(), "read_block".into(), "main".into()],
-                top: 0,
+                top: 1,
             })
         }),
         target: nr.and_then(|nr| target_of(comm, nr)).map(Arc::new),

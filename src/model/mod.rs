@@ -83,9 +83,22 @@ pub struct Stack {
     /// that goes on past what was copied of it with `DEEPER`, so every view and
     /// export shows the gap instead of a wrong root.
     pub frames: Vec<Arc<str>>,
-    /// Index in `frames` of the first frame that is not scheduler plumbing
-    /// (what /proc/PID/wchan would show).
+    /// Index in `frames` of the first frame that is not plumbing: in a kernel
+    /// stack, scheduler functions (what /proc/PID/wchan would show); in a user
+    /// stack, the C library, the vDSO and Rust's standard library (the
+    /// program's own call site, `ustack_app`; `symbols::plumbing`). Past the
+    /// end when every frame is plumbing.
     pub top: usize,
+}
+
+/// A user stack's own program frame (`Stack::app_frame`, `ustack_app`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppFrame<'a> {
+    Frame(&'a Arc<str>),
+    /// Every frame is the C library's (or the language runtime's).
+    None,
+    /// The unwind stopped before reaching one, or it was not recorded.
+    Unknown,
 }
 
 /// Outermost frame of a stack whose unwind failed before its root: code with
@@ -114,6 +127,20 @@ impl Stack {
 
     pub fn top_frame(&self) -> Option<&Arc<str>> {
         self.frames.get(self.top).or_else(|| self.frames.first())
+    }
+
+    /// A user stack's `top` when its program's own frame is not known: read
+    /// from a recording made before xtop recorded it.
+    pub const APP_UNKNOWN: usize = usize::MAX;
+
+    /// The innermost frame that is the program's own (a user stack's `top`).
+    pub fn app_frame(&self) -> AppFrame<'_> {
+        match self.frames.get(self.top) {
+            _ if self.top == Self::APP_UNKNOWN => AppFrame::Unknown,
+            Some(f) if &**f == TRUNCATED || &**f == DEEPER => AppFrame::Unknown,
+            Some(f) => AppFrame::Frame(f),
+            None => AppFrame::None,
+        }
     }
 }
 

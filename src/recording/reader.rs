@@ -67,10 +67,10 @@ impl Reader {
 
     fn new(name: String, source: Box<dyn Source>) -> Result<Reader> {
         let (mut frames, version) = FrameReader::open(source).with_context(|| name.clone())?;
-        let session = loop {
+        let (session, app_frames) = loop {
             match frames.next_frame().with_context(|| name.clone())? {
                 Some(f) if f.kind == KIND_SESSION => match session::decode(&f.payload) {
-                    Ok(s) => break s,
+                    Ok(s) => break (s, session::has_app_frames(&f.payload)),
                     Err(e) if is_corrupt(&e) => return Err(corrupt_at(&name, f.offset, &e)),
                     Err(e) => return Err(e.context(format!("{name}: bad session header"))),
                 },
@@ -96,6 +96,7 @@ impl Reader {
             failed: None,
             version,
         };
+        r.dec.without_app_frames = !app_frames;
         r.take_frame_warnings();
         Ok(r)
     }
@@ -156,7 +157,10 @@ impl Reader {
                 self.need_key = true;
             }
             match f.kind {
-                KIND_SESSION => match session::decode(&f.payload) {
+                // An appended session's frames follow it (from a key frame).
+                KIND_SESSION => match session::decode(&f.payload)
+                    .inspect(|_| self.dec.without_app_frames = !session::has_app_frames(&f.payload))
+                {
                     Ok(s) if s.host != self.session.host => self.warnings.push(format!(
                         "{}: appended session from host '{}' differs from '{}'",
                         self.name, s.host, self.session.host

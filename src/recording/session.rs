@@ -9,6 +9,22 @@ use anyhow::{anyhow, Result};
 use super::varint::{In, Out};
 use crate::model::{Arch, Session};
 
+/// Present in sessions whose user stacks carry their program's own frame.
+const APP_FRAMES: &str = "ustack_app";
+
+/// Whether the session's user stacks carry their program's own frame
+/// (`Stack::top`): recordings made before have it 0, which would name the C
+/// library's leaf as the program's. A session that does not decode has none.
+pub fn has_app_frames(payload: &[u8]) -> bool {
+    let mut i = In::new(payload);
+    let Ok(n) = i.count_of(2, "session fields") else {
+        return false;
+    };
+    (0..n)
+        .map_while(|_| Some((i.str().ok()?, i.str().ok()?)))
+        .any(|(k, _)| k == APP_FRAMES)
+}
+
 pub fn encode(s: &Session) -> Vec<u8> {
     let pairs = [
         ("host", s.host.clone()),
@@ -18,6 +34,8 @@ pub fn encode(s: &Session) -> Vec<u8> {
         ("interval_ns", s.interval.as_nanos().to_string()),
         ("xtop_version", s.xtop_version.clone()),
         ("options", s.options.clone()),
+        // User stacks' `top` is their program's own frame (ustack_app).
+        (APP_FRAMES, "1".into()),
     ];
     let mut o = Out::default();
     o.uv(pairs.len() as u64);
@@ -79,5 +97,19 @@ mod tests {
         o.bytes(b"none");
         assert_eq!(decode(&o.buf).unwrap(), s);
         assert!(decode(&[1, 4, b'a', b'r', b'c', b'h', 1, b'?']).is_err());
+    }
+
+    #[test]
+    fn sessions_say_whether_user_stacks_carry_their_program_frame() {
+        let s = crate::recording::synth::session(Duration::from_secs(1));
+        assert!(has_app_frames(&encode(&s)));
+        // An older xtop's session: the same pairs without that key.
+        let mut o = Out::default();
+        o.uv(1);
+        o.bytes(b"host");
+        o.bytes(b"db1");
+        assert!(!has_app_frames(&o.buf));
+        assert!(!has_app_frames(&[]));
+        assert!(!has_app_frames(&[9, 1]));
     }
 }

@@ -99,11 +99,16 @@ fn stacks() -> Vec<Arc<Stack>> {
 /// User stacks, leaf first: a waiter, two CPU-bound paths (one through a
 /// library without frame pointers) and a reader.
 fn ustacks() -> Vec<Arc<Stack>> {
+    // `top`: the program's own innermost frame, past the C library's.
     let s = |hash, f: &[&str]| {
+        let top = f
+            .iter()
+            .position(|x| !x.starts_with("__") && !x.starts_with("pthread_"))
+            .unwrap_or(f.len());
         Arc::new(Stack {
             hash,
             frames: f.iter().map(|&x| x.into()).collect(),
-            top: 0,
+            top,
         })
     };
     vec![

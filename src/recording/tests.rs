@@ -197,6 +197,17 @@ fn reads_the_version_1_golden_file() {
     assert_eq!(golden(1).snapshots, want);
 }
 
+/// Recordings made before user stacks carried their program's own frame
+/// (`ustack_app`) read back with it unknown, not as the C library's leaf.
+fn without_app_frames(mut snaps: Vec<Snapshot>) -> Vec<Snapshot> {
+    for s in snaps.iter_mut().flat_map(|n| n.samples.iter_mut()) {
+        if let Some(u) = &mut s.ustack {
+            Arc::make_mut(u).top = Stack::APP_UNKNOWN;
+        }
+    }
+    snaps
+}
+
 /// Version 2 added user stacks.
 #[test]
 fn reads_the_version_2_golden_file() {
@@ -205,7 +216,7 @@ fn reads_the_version_2_golden_file() {
         .snapshots
         .iter()
         .any(|n| n.samples.iter().any(|s| s.ustack.is_some())));
-    let mut want = varied();
+    let mut want = without_app_frames(varied());
     for s in want.iter_mut().flat_map(|n| n.samples.iter_mut()) {
         s.target = None;
         s.app = None;
@@ -222,7 +233,7 @@ fn reads_the_version_3_golden_file() {
         .snapshots
         .iter()
         .any(|n| n.samples.iter().any(|s| s.target.as_deref().is_some_and(named))));
-    assert_eq!(r.snapshots, varied_v3());
+    assert_eq!(r.snapshots, without_app_frames(varied_v3()));
 }
 
 /// Version 4 added what a socket connects.
@@ -234,7 +245,7 @@ fn reads_the_version_4_golden_file() {
         .snapshots
         .iter()
         .any(|n| n.samples.iter().any(|s| s.target.as_deref().is_some_and(sock))));
-    assert_eq!(r.snapshots, varied_v4());
+    assert_eq!(r.snapshots, without_app_frames(varied_v4()));
 }
 
 /// Version 5 added the program's own wait state.
@@ -245,7 +256,7 @@ fn reads_the_version_5_golden_file() {
         .snapshots
         .iter()
         .any(|n| n.samples.iter().any(|s| s.app.is_some())));
-    assert_eq!(r.snapshots, varied());
+    assert_eq!(r.snapshots, without_app_frames(varied()));
 }
 
 /// Appending to an older file writes the current codec, so the header must

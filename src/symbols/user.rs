@@ -10,6 +10,7 @@ use std::sync::Arc;
 use super::binary::Binaries;
 use super::cache::Bounded;
 use super::names::Names;
+use super::plumbing;
 use super::process::{Loc, Process};
 use super::{stack_hash, MAX_CACHED};
 use crate::model::{Stack, DEEPER, TRUNCATED};
@@ -73,18 +74,26 @@ impl UserSymbols {
         let stack = match self.by_hash.get(&hash) {
             Some(s) => s,
             None => {
-                let mut frames: Vec<Arc<str>> = self
-                    .names
-                    .frames(&locs)
-                    .iter()
-                    .flat_map(|f| f.iter().cloned())
-                    .collect();
+                let mut frames: Vec<Arc<str>> = Vec::with_capacity(locs.len() + 1);
+                // The program's own innermost frame (ustack_app); if every
+                // frame is plumbing, the marker of a cut-short stack (the
+                // app frame is then unknown) or past the end (there is none).
+                let mut top = None;
+                for (loc, names) in locs.iter().zip(self.names.frames(&locs)) {
+                    for name in names.iter() {
+                        if top.is_none() && !plumbing::is_plumbing(loc, name) {
+                            top = Some(frames.len());
+                        }
+                        frames.push(name.clone());
+                    }
+                }
+                let top = top.unwrap_or(frames.len());
                 match end {
                     End::Root => {}
                     End::Lost => frames.push(TRUNCATED.into()),
                     End::Window | End::Depth => frames.push(DEEPER.into()),
                 }
-                let s = Arc::new(Stack { hash, frames, top: 0 });
+                let s = Arc::new(Stack { hash, frames, top });
                 self.by_hash.insert(hash, s.clone());
                 s
             }

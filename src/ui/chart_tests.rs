@@ -191,7 +191,7 @@ fn the_demo_recording_fills_the_chart_at_120_by_36() {
     let (cols, page) = render::geometry(w, h);
     a.prepare(cols, page, None);
     let screen = super::tests::drawn(&a, w, h);
-    assert!(screen.contains("(1m) · 365 samples in 60 snapshots"), "{screen}");
+    assert!(screen.contains("(1m) · 372 samples in 60 snapshots"), "{screen}");
     let chart = &a.view().chart;
     assert_eq!(chart.cols.len(), (w - AXIS_W) as usize);
     assert!(

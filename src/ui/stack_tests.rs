@@ -273,10 +273,12 @@ fn thread_view_shows_both_stacks_of_the_selected_sample() {
     key(&mut a, KeyCode::Enter);
     screen(&mut a, 100, 20);
     // A truncated user stack on the second newest sample.
-    a.thread.samples[1].1.ustack = Some(stack(9, &["pread64", "FileRead", "mdread", TRUNCATED]));
+    let mut cut = (*stack(9, &["pread64", "FileRead", "mdread", TRUNCATED])).clone();
+    cut.top = 1; // the program's own frame, past the C library's pread64
+    a.thread.samples[1].1.ustack = Some(Arc::new(cut));
     let before = screen(&mut a, 100, 20);
     assert!(
-        before.contains("ustack __libc_read ← read_block ← main\n"),
+        before.contains("ustack __libc_read ← [read_block] ← main\n"),
         "{before}"
     );
     key(&mut a, KeyCode::Down);
@@ -292,16 +294,19 @@ state┤░░░░░░░░░░░░░░░░░░░░░░░░
 now DISK pread64(fd=3, buf=0x7ffd0000, count=4096, pos=0) for 1.5ms, syscall #42
 file   /var/lib/postgres/base/16384/2619
 kstack __schedule ← schedule ← [pipe_read] ← vfs_read
-ustack pread64 ← FileRead ← mdread ← [truncated] (unwind failed: no CFI or frame pointer)
+ustack pread64 ← [FileRead] ← mdread ← [truncated] (unwind failed: no CFI or frame pointer)
 all 6 samples of this thread in the window (newest first); other filters apply to export
-time     state syscall sysc_ns_so_far kstack_top ustack_top cpu switch    waker_tid
-12:00:04 DISK  pread64        1500000 pipe_read  pread64      1 voluntary         1
+time     state syscall sysc_ns_so_far kstack_top ustack_app cpu switch    waker_tid
+12:00:04 DISK  pread64        1500000 pipe_read  FileRead     1 voluntary         1
 filters: tid=101
 ↑/k move Bksp/Esc back \ filter Space pause [ earlier ] later + widen - narrow a all e export ?/F1 h
 "#,
     );
     let small = screen(&mut a, 100, 12); // same width: same timeline, no rescan
-    assert!(small.contains("ustack pread64 ← FileRead ← mdread ← "), "{small}");
+    assert!(
+        small.contains("ustack pread64 ← [FileRead] ← mdread ← "),
+        "{small}"
+    );
 }
 
 #[test]

@@ -146,19 +146,19 @@ state┤░░░░░░░░░░░░░░░░░░░░░░░░
 now DISK pread64(fd=3, buf=0x7ffd0000, count=4096, pos=0) for 1.5ms, syscall #42
 file   /var/lib/postgres/base/16384/2619
 kstack __schedule ← schedule ← [pipe_read] ← vfs_read
-ustack __libc_read ← read_block ← main
+ustack __libc_read ← [read_block] ← main
 all 30 samples of this thread in the window (newest first); other filters apply to export
-time     state syscall sysc_ns_so_far kstack_top ustack_top  cpu switch    waker_tid
-12:00:29 DISK  pread64        1500000 pipe_read  __libc_read   1 voluntary         1
-12:00:28 DISK  pread64        1500000 pipe_read  __libc_read   1 voluntary         1
-12:00:27 DISK  pread64        1500000 pipe_read  __libc_read   1 voluntary         1
-12:00:26 DISK  pread64        1500000 pipe_read  __libc_read   1 voluntary         1
-12:00:25 DISK  pread64        1500000 pipe_read  __libc_read   1 voluntary         1
-12:00:24 DISK  pread64        1500000 pipe_read  __libc_read   1 voluntary         1
-12:00:23 DISK  pread64        1500000 pipe_read  __libc_read   1 voluntary         1
-12:00:22 DISK  pread64        1500000 pipe_read  __libc_read   1 voluntary         1
-12:00:21 DISK  pread64        1500000 pipe_read  __libc_read   1 voluntary         1
-12:00:20 DISK  pread64        1500000 pipe_read  __libc_read   1 voluntary         1
+time     state syscall sysc_ns_so_far kstack_top ustack_app cpu switch    waker_tid
+12:00:29 DISK  pread64        1500000 pipe_read  read_block   1 voluntary         1
+12:00:28 DISK  pread64        1500000 pipe_read  read_block   1 voluntary         1
+12:00:27 DISK  pread64        1500000 pipe_read  read_block   1 voluntary         1
+12:00:26 DISK  pread64        1500000 pipe_read  read_block   1 voluntary         1
+12:00:25 DISK  pread64        1500000 pipe_read  read_block   1 voluntary         1
+12:00:24 DISK  pread64        1500000 pipe_read  read_block   1 voluntary         1
+12:00:23 DISK  pread64        1500000 pipe_read  read_block   1 voluntary         1
+12:00:22 DISK  pread64        1500000 pipe_read  read_block   1 voluntary         1
+12:00:21 DISK  pread64        1500000 pipe_read  read_block   1 voluntary         1
+12:00:20 DISK  pread64        1500000 pipe_read  read_block   1 voluntary         1
 filters: state=DISK › syscall=pread64 › comm=postgres › kstack_top=pipe_read › tid=101
 ↑/k move Bksp/Esc back \ filter Space pause [ earlier ] later + widen - narrow a all e export ?/F1 h
 "#,

@@ -23,7 +23,7 @@ const SAMPLE_COLUMNS: &[&str] = &[
     "syscall",
     "sysc_ns_so_far",
     "kstack_top",
-    "ustack_top",
+    "ustack_app",
     "cpu",
     "switch",
     "waker_tid",
@@ -42,8 +42,9 @@ pub fn human_ns(ns: u64) -> String {
     }
 }
 
-/// A stack on one line, leaf first (`←` points to callers); the kernel stack's
-/// wchan-like top frame in brackets, a user stack's gap dimmed.
+/// A stack on one line, leaf first (`←` points to callers); the top frame in
+/// brackets (the kernel stack's wchan-like one, the user stack's own program
+/// frame, `ustack_app`), a user stack's gap dimmed.
 fn stack_line(label: &'static str, stack: Option<&Stack>, kernel: bool) -> Line<'static> {
     let dim = Style::new().fg(Color::DarkGray);
     let mut spans = vec![Span::styled(label, dim)];
@@ -60,7 +61,7 @@ fn stack_line(label: &'static str, stack: Option<&Stack>, kernel: bool) -> Line<
                 format!("{fr} ({hint})"),
                 dim.add_modifier(Modifier::ITALIC),
             ));
-        } else if kernel && i == k.top {
+        } else if i == k.top {
             spans.push(Span::raw(format!("[{fr}]")));
         } else {
             spans.push(Span::raw(fr.to_string()));

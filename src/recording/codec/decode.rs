@@ -46,6 +46,12 @@ pub struct Decoder {
     idents: HashMap<IdentKey, Arc<ThreadIdent>>,
     interned_targets: HashSet<Arc<Target>>,
     interned_apps: HashSet<Arc<AppWait>>,
+    /// Set for frames whose session was written before user stacks carried
+    /// their program's own frame (`Stack::top`, `ustack_app`): those user
+    /// stacks come out with it unknown, never with a guess.
+    pub without_app_frames: bool,
+    /// Those user stacks, by stack id (defined anew at each key frame).
+    app_unknown: HashMap<u64, Arc<Stack>>,
 }
 
 impl Decoder {
@@ -56,7 +62,9 @@ impl Decoder {
         let mut strings = std::mem::take(&mut self.interned_strings);
         let mut targets = std::mem::take(&mut self.interned_targets);
         let mut apps = std::mem::take(&mut self.interned_apps);
+        let without_app_frames = self.without_app_frames;
         *self = Decoder::default();
+        self.without_app_frames = without_app_frames;
         // What no decoded snapshot holds any more is not worth keeping. In this
         // order, so what a kept identity refers to is kept too (its count is
         // above one), and no key holds the address of something freed.
@@ -288,7 +296,7 @@ impl Decoder {
         let ks = if mask & M_KSTACK != 0 { i.uv()? } else { p.kstack };
         let kstack = self.stack_ref(ks)?;
         let us = if mask & M_USTACK != 0 { i.uv()? } else { p.ustack };
-        let ustack = self.stack_ref(us)?;
+        let ustack = self.ustack_ref(us)?;
         let target = if mask & M_TARGET != 0 {
             self.target(i, budget)?
         } else {
@@ -440,6 +448,24 @@ impl Decoder {
     }
 
     /// A stack field: 0 for none, else stack id + 1.
+    /// A user stack: as `stack_ref`, with its program's own frame unknown
+    /// where the session did not record it.
+    fn ustack_ref(&mut self, v: u64) -> Result<Option<Arc<Stack>>> {
+        let Some(s) = self.stack_ref(v)? else {
+            return Ok(None);
+        };
+        if !self.without_app_frames {
+            return Ok(Some(s));
+        }
+        let s = self.app_unknown.entry(v).or_insert_with(|| {
+            Arc::new(Stack {
+                top: Stack::APP_UNKNOWN,
+                ..(*s).clone()
+            })
+        });
+        Ok(Some(s.clone()))
+    }
+
     fn stack_ref(&self, v: u64) -> Result<Option<Arc<Stack>>> {
         match v {
             0 => Ok(None),
