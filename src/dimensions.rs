@@ -348,14 +348,21 @@ pub static DIMENSIONS: &[Dimension] = &[
         "Innermost user-space function (the leaf of the user stack): where the program's own code \
          was when it entered the kernel, or is running now.",
         |_, s| match &s.ustack {
-            Some(u) => u.frames.first().map_or(Value::Missing, |f| Value::Text(f.clone())),
+            Some(u) => u
+                .frames
+                .first()
+                .map_or(Value::Missing, |f| Value::Text(f.clone())),
             None => Value::Missing,
         },
     ),
     dim(
         "ustack_app",
         false,
-        "Innermost user function that is the program's own: the first frame from the leaf outside          the C library (libc, libpthread, libm, the dynamic loader, libstdc++, libgcc_s), the vDSO          and Rust's std/core/alloc, so a thread in fdatasync shows the code that called it. '?'          when the user stack stops before such a frame; '-' without a user stack or when every          frame is the C library's.",
+        "Innermost user function that is the program's own: the first frame from the leaf outside \
+         the C library (libc, libpthread, libm, the dynamic loader, libstdc++, libgcc_s), the vDSO \
+         and Rust's std/core/alloc, so a thread in fdatasync shows the code that called it. '?' \
+         when the user stack stops before such a frame; '-' without a user stack or when every \
+         frame is the C library's.",
         |_, s| match s.ustack.as_deref().map(crate::model::Stack::app_frame) {
             Some(AppFrame::Frame(f)) => Value::Text(f.clone()),
             Some(AppFrame::Unknown) => Value::Unknown,
@@ -478,6 +485,8 @@ mod tests {
             assert!(seen.insert(d.name), "duplicate {}", d.name);
             assert_eq!(d.name, d.name.to_ascii_lowercase());
             assert!(d.description.ends_with('.'), "{}", d.name);
+            // A string continued without `\` keeps the next line's indent.
+            assert!(!d.description.contains("  "), "{}", d.name);
         }
     }
 

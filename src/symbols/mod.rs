@@ -9,7 +9,7 @@ mod kernel;
 pub mod maps;
 mod names;
 mod perf_map;
-pub mod plumbing;
+mod plumbing;
 mod process;
 pub(crate) use process::{exe_id, stat_fields};
 mod user;

@@ -447,7 +447,6 @@ impl Decoder {
         Ok(ident)
     }
 
-    /// A stack field: 0 for none, else stack id + 1.
     /// A user stack: as `stack_ref`, with its program's own frame unknown
     /// where the session did not record it.
     fn ustack_ref(&mut self, v: u64) -> Result<Option<Arc<Stack>>> {
@@ -466,6 +465,7 @@ impl Decoder {
         Ok(Some(s.clone()))
     }
 
+    /// A stack field: 0 for none, else stack id + 1.
     fn stack_ref(&self, v: u64) -> Result<Option<Arc<Stack>>> {
         match v {
             0 => Ok(None),
