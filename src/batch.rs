@@ -6,7 +6,7 @@ use anyhow::Result;
 
 use crate::aggregation::{aggregate, matches_all, Filter};
 use crate::dimensions::Dimension;
-use crate::model::Snapshot;
+use crate::model::{Reach, Snapshot};
 use crate::output::{self, Format};
 use crate::sampler::{Sampler, SamplerOptions};
 use crate::value::format_local_time;
@@ -62,10 +62,15 @@ fn write_snapshot(out: &mut impl Write, snap: &Snapshot, opts: &BatchOptions) ->
     }
 }
 
-/// One line of context above each table, including what sampling cost.
+/// One line of context above each table, including what sampling cost and
+/// how many of the (filtered) samples' user stacks reached their root.
 pub fn heading(snap: &Snapshot) -> String {
     let pct = |ns: u64| 100.0 * ns as f64 / snap.interval.as_nanos().max(1) as f64;
-    format!(
+    let mut reach = Reach::default();
+    for s in &snap.samples {
+        reach.add(s.ustack.as_deref(), 1);
+    }
+    let mut line = format!(
         "{}  threads {}  walk {}us decode {}us  xtop cpu {:.2}%  dropped {}",
         format_local_time(snap.time_ns),
         snap.samples.len(),
@@ -73,5 +78,10 @@ pub fn heading(snap: &Snapshot) -> String {
         snap.cost.decode_ns / 1000,
         pct(snap.cost.cpu_ns),
         snap.dropped
-    )
+    );
+    if let Some(r) = reach.summary() {
+        line.push_str("  ");
+        line.push_str(&r);
+    }
+    line
 }

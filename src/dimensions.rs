@@ -370,12 +370,26 @@ pub static DIMENSIONS: &[Dimension] = &[
         },
     ),
     dim(
+        "ustack_end",
+        false,
+        "How the user stack's unwind ended: 'root' when it reached the thread's first function \
+         (the stack is whole), 'truncated' when it failed on the way (code with neither CFI nor \
+         frame pointers: JIT code, hand-written assembly; or an unreadable stack), 'deeper' when \
+         it goes on past the part xtop copies. '-' without a user stack. '-g exe,ustack_end' \
+         shows how far each program's stacks can be believed; batch mode, the thread view and \
+         the stack view give the share that reached their root.",
+        |_, s| match &s.ustack {
+            Some(u) => Value::Text(u.end().name().into()),
+            None => Value::Missing,
+        },
+    ),
+    dim(
         "ustack",
         false,
         "User stack, outermost first, ';'-joined. A '[truncated]' first frame means the unwind \
          stopped early, in code with neither CFI nor frame pointers; '[deeper]' that the stack \
-         goes on past the part xtop copies; '[signal]' separates a signal handler from the code \
-         it interrupted.",
+         goes on past the part xtop copies (ustack_end tells them apart); '[signal]' separates a \
+         signal handler from the code it interrupted.",
         |_, s| match &s.ustack {
             Some(u) => Value::Text(crate::model::folded(&u.frames).into()),
             None => Value::Missing,
@@ -522,11 +536,13 @@ mod tests {
         assert_eq!(v("ustack_app", &off), "read_block");
         assert_eq!(v("ustack", &off), "main;read_block;__libc_read");
         assert_eq!(v("ustack_hash", &off), "0xbeef");
+        assert_eq!(v("ustack_end", &off), "root");
         assert!(v("stack", &off).starts_with("main;read_block;__libc_read;vfs_read_[k];"));
         let run = sample(2, 1, "db", State::Run, None);
         for d in [
             "ustack_top",
             "ustack_app",
+            "ustack_end",
             "ustack",
             "ustack_hash",
             "stack",
@@ -543,12 +559,20 @@ mod tests {
             top: 1,
         }));
         assert_eq!(v("ustack_app", &cut), "?");
+        assert_eq!(v("ustack_end", &cut), "truncated");
         cut.ustack = Some(Arc::new(crate::model::Stack {
             hash: 2,
             frames: vec!["clone3".into()],
             top: 1,
         }));
         assert_eq!(v("ustack_app", &cut), "-");
+        assert_eq!(v("ustack_end", &cut), "root");
+        cut.ustack = Some(Arc::new(crate::model::Stack {
+            hash: 3,
+            frames: vec!["recurse".into(), crate::model::DEEPER.into()],
+            top: 0,
+        }));
+        assert_eq!(v("ustack_end", &cut), "deeper");
     }
 
     #[test]

@@ -7,18 +7,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::kid::{run_ok, Kid};
+use common::kid::Kid;
 use common::observe::*;
+use common::programs::*;
 use xtop::model::AppFrame;
 use xtop::sampler::{SamplerOptions, Unwind};
-
-fn tmp() -> &'static Path {
-    Path::new(env!("CARGO_TARGET_TMPDIR"))
-}
 
 const C_SOURCE: &str = r#"
 #define _GNU_SOURCE
@@ -110,27 +106,6 @@ int main(void) {
     return 0;
 }
 "#;
-
-/// Builds `source` with `cmd` + `args` into the test's temp dir, once per name.
-fn build(name: &str, ext: &str, source: &str, cmd: &str, args: &[&str]) -> PathBuf {
-    let src = tmp().join(format!("{name}.{ext}"));
-    let exe = tmp().join(name);
-    std::fs::write(&src, source).unwrap();
-    run_ok(Command::new(cmd).args(args).arg("-o").arg(&exe).arg(&src), cmd);
-    exe
-}
-
-/// Builds C `source` with `-O2 -fomit-frame-pointer` and starts it.
-fn spawn_c_nofp(name: &str, source: &str) -> Kid {
-    let exe = build(
-        name,
-        "c",
-        source,
-        "cc",
-        &["-O2", "-g0", "-fomit-frame-pointer", "-pthread"],
-    );
-    Kid::spawn(&mut Command::new(&exe))
-}
 
 fn sampler_opts(pid: u32, unwind: Unwind) -> SamplerOptions {
     SamplerOptions {
@@ -331,66 +306,6 @@ fn threads_preempted_in_the_vdso_reach_their_root() {
 // On-CPU stacks: the profile copies a running thread's stack window and the
 // same CFI unwinder walks it.
 
-/// One thread spinning in user code three calls deep; the process ends by itself.
-const C_SPIN_SOURCE: &str = r#"
-#define _GNU_SOURCE
-#include <pthread.h>
-#include <unistd.h>
-#if defined(__clang__)
-#define KEEP __attribute__((noinline))
-#else
-#define KEEP __attribute__((noinline, noipa))
-#endif
-volatile unsigned long sink;
-KEEP unsigned long xt_spin_leaf(unsigned long x) {
-    for (;;) {
-        for (int i = 0; i < 1000; i++)
-            x = x * 6364136223846793005UL + 1442695040888963407UL;
-        sink = x;
-    }
-    return x;
-}
-KEEP unsigned long xt_spin_mid(unsigned long x) { return xt_spin_leaf(x * 3) * 5; }
-KEEP unsigned long xt_spin_top(unsigned long x) { return xt_spin_mid(x + 7) ^ 9; }
-static void *run(void *a) {
-    pthread_setname_np(pthread_self(), "xt_spin_c");
-    return (void *)xt_spin_top((unsigned long)a);
-}
-int main(void) {
-    pthread_t t;
-    pthread_create(&t, 0, run, 0);
-    sleep(60);
-    return 0;
-}
-"#;
-
-const RUST_SPIN_SOURCE: &str = r#"
-#[inline(never)]
-#[no_mangle]
-pub extern "C" fn xt_rs_spin_leaf(mut x: u64) -> u64 {
-    loop {
-        for _ in 0..1000 {
-            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
-        }
-    }
-}
-#[inline(never)]
-#[no_mangle]
-pub extern "C" fn xt_rs_spin_mid(x: u64) -> u64 {
-    std::hint::black_box(xt_rs_spin_leaf(x * 3)) * 5
-}
-#[inline(never)]
-#[no_mangle]
-pub extern "C" fn xt_rs_spin_top(x: u64) -> u64 {
-    std::hint::black_box(xt_rs_spin_mid(x + 7)) ^ 9
-}
-fn main() {
-    let t = std::thread::Builder::new().name("xt_spin_rs".into());
-    t.spawn(|| xt_rs_spin_top(std::hint::black_box(1))).unwrap();
-    std::thread::sleep(std::time::Duration::from_secs(60));
-}
-"#;
-
 /// Running samples of thread `comm` that have a user stack, over `passes`
 /// passes: at least `min` of them (a spinner is on its CPU at nearly every
 /// pass, and the profile catches it there).
@@ -423,8 +338,8 @@ fn c_without_frame_pointers_spinning_has_its_whole_chain() {
     );
     assert_app_frame(&obs, "xt_spin_leaf");
     // Frame pointers alone stop at the leaf (where rbp holds no frame
-    // pointer; when it holds 0 the walk even takes the leaf for the root):
-    // the CFI above is what found the rest.
+    // pointer; when it holds 0 the walk would take the leaf for the root,
+    // which xtop calls truncated): the CFI above is what found the rest.
     let fp_only = running_stacks(kid.pid(), "xt_spin_c", Unwind::Fp, 10, 1);
     assert_never_reaches(&fp_only, "xt_spin_mid");
 }
@@ -432,14 +347,7 @@ fn c_without_frame_pointers_spinning_has_its_whole_chain() {
 #[test]
 fn default_built_rust_spinning_has_its_whole_chain() {
     let Some(_serial) = live_bpf() else { return };
-    let exe = build(
-        "cfi-spin-rs",
-        "rs",
-        RUST_SPIN_SOURCE,
-        "rustc",
-        &["-O", "--edition", "2021"],
-    );
-    let kid = Kid::spawn(&mut Command::new(&exe));
+    let kid = spawn_rust_spin();
     let obs = running_stacks(kid.pid(), "xt_spin_rs", Unwind::Cfi, 20, 5);
     assert_chain_to_root(
         &obs,

@@ -3,6 +3,7 @@
 //! store it, aggregation and the UI read it.
 
 pub mod fixture;
+mod reach;
 mod state;
 mod syscalls;
 mod text;
@@ -10,6 +11,7 @@ mod text;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use reach::{Reach, StackEnd};
 pub use state::State;
 pub use syscalls::Arch;
 pub use text::printable;
@@ -115,14 +117,12 @@ pub const UNKNOWN: &str = "[unknown]";
 impl Stack {
     /// Whether the unwinder gave up before the stack's root.
     pub fn truncated(&self) -> bool {
-        self.frames.last().is_some_and(|f| &**f == TRUNCATED)
+        self.end() == StackEnd::Truncated
     }
 
     /// Whether the stack stops short of its root, for whatever reason.
     pub fn cut_short(&self) -> bool {
-        self.frames
-            .last()
-            .is_some_and(|f| &**f == TRUNCATED || &**f == DEEPER)
+        self.end() != StackEnd::Root
     }
 
     pub fn top_frame(&self) -> Option<&Arc<str>> {

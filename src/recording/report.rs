@@ -9,7 +9,7 @@ use super::cmd::{time_window, Dims, ReplayArgs, ReportArgs, Selection};
 use super::{read_files, Recording};
 use crate::aggregation::{aggregate, matches_all};
 use crate::dimensions;
-use crate::model::{Session, Snapshot};
+use crate::model::{Reach, Session, Snapshot};
 use crate::output::{self, Format};
 use crate::value::format_local_time;
 
@@ -99,6 +99,17 @@ pub fn write_session_line(out: &mut impl Write, s: &Session) -> io::Result<()> {
     )
 }
 
+/// How far the selected samples' user stacks reach.
+fn reach(snaps: &[&Snapshot], sel: &Selection) -> Reach {
+    let mut reach = Reach::default();
+    for snap in snaps {
+        for s in snap.samples.iter().filter(|s| matches_all(&sel.filters, snap, s)) {
+            reach.add(s.ustack.as_deref(), 1);
+        }
+    }
+    reach
+}
+
 pub fn write_report(
     out: &mut impl Write,
     rec: &Recording,
@@ -119,6 +130,9 @@ pub fn write_report(
                     snaps.len()
                 )?,
                 _ => writeln!(out, "# no snapshots in the selected time range")?,
+            }
+            if let Some(r) = reach(&snaps, sel).summary() {
+                writeln!(out, "# {r}")?;
             }
             let agg = aggregate(snaps.iter().copied(), &dims.0, &sel.filters);
             output::write_table(out, &agg, &dims.0)?;

@@ -70,6 +70,7 @@ impl UserSymbols {
             return s;
         }
         let locs = self.normalize(pid, start_ns, addrs);
+        let end = honest_end(end, &locs);
         let hash = identity(pid, start_ns, &locs, end);
         let stack = match self.by_hash.get(&hash) {
             Some(s) => s,
@@ -132,6 +133,24 @@ impl UserSymbols {
                     .unwrap_or(Loc::Unmapped(a))
             })
             .collect()
+    }
+}
+
+/// How the unwind really ended. Threads start in a file's code (`_start`,
+/// the C library's thread start, `clone3`) and call on from there, so a walk
+/// that ran out of frames anywhere else did not find a root: it stopped in
+/// code it knew nothing about (JIT code without frame pointers, whose zero or
+/// stray frame pointer reads as the end of the chain) or at an address mapped
+/// nowhere. Nor did one that ran out at the leaf: a frame-pointer walk from
+/// code that keeps no frame pointer, where the register happens to hold 0
+/// (only a thread's first instructions have no caller, and nothing is lost
+/// by calling those few samples short). Both sources of user stacks, the CFI
+/// unwinder and the kernel's frame-pointer walk, pass through here.
+fn honest_end(end: End, locs: &[Loc]) -> End {
+    match (end, locs) {
+        (End::Root, [_]) => End::Lost,
+        (End::Root, [.., Loc::Jit(..) | Loc::Unmapped(_) | Loc::Vdso(_) | Loc::Signal]) => End::Lost,
+        (end, _) => end,
     }
 }
 

@@ -74,8 +74,11 @@ fn a_signal_frame_is_named_and_keeps_the_frames_around_it() {
 fn garbage_addresses_are_unknown() {
     let mut u = UserSymbols::new();
     let s = u.stack(own(), 3, &[0x10, 0xdead_beef_0000, u64::MAX - 1], End::Root);
-    assert_eq!(s.frames.len(), 3);
-    assert!(s.frames.iter().all(|f| &**f == UNKNOWN), "{:?}", s.frames);
+    assert_eq!(s.frames.len(), 4);
+    assert!(s.frames[..3].iter().all(|f| &**f == UNKNOWN), "{:?}", s.frames);
+    // A walk that ran out of frames at an address mapped nowhere found no
+    // root, whatever the walker said.
+    assert!(s.truncated(), "{:?}", s.frames);
 }
 
 struct Sleeper(Child);
@@ -169,6 +172,25 @@ fn jit_addresses_resolve_through_the_perf_map() {
         &*s.frames[1], UNKNOWN,
         "past the JIT function is not that function"
     );
+    // However the walk ended there, no thread starts in JIT code.
+    assert!(s.truncated(), "{:?}", s.frames);
+}
+
+#[test]
+fn a_root_is_past_the_leaf_in_a_file() {
+    let mut u = UserSymbols::new();
+    let leaf = xtop_symtest_leaf as *const () as u64;
+    let caller = xtop_symtest_caller as *const () as u64 + 1;
+    assert!(!u.stack(own(), 6, &[leaf, caller], End::Root).cut_short());
+    // A frame-pointer walk that found 0 in the register at the leaf.
+    let alone = u.stack(own(), 6, &[leaf], End::Root);
+    assert_eq!(alone.frames.len(), 2, "{:?}", alone.frames);
+    assert!(alone.truncated(), "{:?}", alone.frames);
+    // Ran out of frames at an address mapped nowhere.
+    assert!(u.stack(own(), 6, &[leaf, 0x10], End::Root).truncated());
+    // The other ends are kept as the walk said.
+    assert!(u.stack(own(), 6, &[leaf], End::Window).cut_short());
+    assert!(!u.stack(own(), 6, &[leaf], End::Window).truncated());
 }
 
 #[test]

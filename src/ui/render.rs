@@ -238,16 +238,18 @@ fn draw_footer(f: &mut Frame, area: Rect, app: &App) {
 }
 
 fn breadcrumb(app: &App) -> Line<'static> {
-    if let Some(sv) = app
+    // The stack view says how far its user stacks reach, and what its gaps mean.
+    if let Some((sv, reach)) = app
         .stacks
         .as_ref()
-        .filter(|sv| sv.tree.truncated || sv.tree.deeper)
+        .and_then(|sv| Some((sv, sv.tree.reach.summary()?)))
     {
-        let text: Vec<String> = [(sv.tree.truncated, TRUNCATED), (sv.tree.deeper, DEEPER)]
+        let r = &sv.tree.reach;
+        let gaps = [(r.truncated > 0, TRUNCATED), (r.deeper > 0, DEEPER)]
             .into_iter()
             .filter(|g| g.0)
-            .filter_map(|(_, gap)| Some(format!("{gap}: {}", stack_view::gap_hint(gap)?)))
-            .collect();
+            .filter_map(|(_, gap)| Some(format!("{gap}: {}", stack_view::gap_hint(gap)?)));
+        let text: Vec<String> = std::iter::once(reach).chain(gaps).collect();
         return Line::styled(text.join("  "), Style::new().fg(Color::DarkGray));
     }
     let filters: Vec<String> = app.level.query.filters.iter().map(ToString::to_string).collect();

@@ -154,7 +154,7 @@ stacks of state=DISK syscall=pread64 comm=postgres · 12 samples
        3  25.0  ▸ [truncated] (unwind failed: no CFI or frame pointer)
        2  16.7  ▸ [deeper] (the stack goes on past the 16 KiB/128 frames copied)
        1   8.3    [no stack]
-[truncated]: unwind failed: no CFI or frame pointer  [deeper]: the stack goes on
+ustacks to root 6/11 (54%; 3 truncated, 2 deeper)  [truncated]: unwind failed: n
 ↑/k move Enter/→ open ← close Esc back f folded Space pause [ earlier ] later +
 "#,
     );
@@ -182,7 +182,7 @@ stacks of state=DISK syscall=pread64 com
        3  25.0  ▾ [truncated] (unwind f…
        3  25.0    ▾ flush
        3  25.0        std::collections:…
-[truncated]: unwind failed: no CFI or fr
+ustacks to root 6/11 (54%; 3 truncated,
 ↑/k move Enter/→ open ← close Esc back f
 "#,
     );
@@ -295,7 +295,7 @@ now DISK pread64(fd=3, buf=0x7ffd0000, count=4096, pos=0) for 1.5ms, syscall #42
 file   /var/lib/postgres/base/16384/2619
 kstack __schedule ← schedule ← [pipe_read] ← vfs_read
 ustack pread64 ← [FileRead] ← mdread ← [truncated] (unwind failed: no CFI or frame pointer)
-all 6 samples of this thread in the window (newest first); other filters apply to export
+6 samples, newest first · ustacks to root 5/6 (83%; 1 truncated) · export applies every filter
 time     state syscall sysc_ns_so_far kstack_top ustack_app cpu switch    waker_tid
 12:00:04 DISK  pread64        1500000 pipe_read  FileRead     1 voluntary         1
 filters: tid=101

@@ -9,7 +9,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use crate::dimensions::stack::{self, KERNEL_SUFFIX};
-use crate::model::{Stack, DEEPER, TRUNCATED};
+use crate::model::{Reach, Stack, TRUNCATED};
 
 /// Node for samples without any stack, so percentages add up to the selection.
 pub const NO_STACK: &str = "[no stack]";
@@ -38,11 +38,6 @@ impl Node {
         !self.kernel && &*self.name == TRUNCATED
     }
 
-    /// The gap of a user stack deeper than what was copied (`model::DEEPER`).
-    pub fn deeper(&self) -> bool {
-        !self.kernel && &*self.name == DEEPER
-    }
-
     pub fn no_stack(&self) -> bool {
         !self.kernel && &*self.name == NO_STACK
     }
@@ -58,10 +53,9 @@ impl Node {
 pub struct StackTree {
     /// `nodes[0]` is the root, standing for the whole selection.
     pub nodes: Vec<Node>,
-    /// Whether some user stack's unwind failed (a `[truncated]` node exists).
-    pub truncated: bool,
-    /// Whether some user stack goes on past its copy (a `[deeper]` node exists).
-    pub deeper: bool,
+    /// The selection's samples by how their user stacks end: how much of the
+    /// tree's user half reaches a root, and which gaps its nodes have.
+    pub reach: Reach,
 }
 
 impl Default for StackTree {
@@ -92,11 +86,13 @@ impl StackTree {
         }];
         let mut index: HashMap<(u32, bool, Arc<str>), u32> = HashMap::new();
         let no_stack: Arc<str> = NO_STACK.into();
+        let mut reach = Reach::default();
         for (k, u, n) in pairs {
             if n == 0 {
                 continue;
             }
             nodes[0].count += n;
+            reach.add(u, n);
             let mut frames: Vec<(&Arc<str>, bool)> = stack::frames(u, k).collect();
             if frames.is_empty() {
                 frames.push((&no_stack, false));
@@ -141,13 +137,7 @@ impl StackTree {
             });
             nodes[i].children = ch;
         }
-        let truncated = nodes.iter().any(Node::truncated);
-        let deeper = nodes.iter().any(Node::deeper);
-        StackTree {
-            nodes,
-            truncated,
-            deeper,
-        }
+        StackTree { nodes, reach }
     }
 
     pub fn total(&self) -> u64 {
@@ -263,13 +253,20 @@ pub(crate) mod tests {
     #[test]
     fn truncated_and_no_stack_nodes_are_flagged() {
         let t = fixture();
-        assert!(t.truncated);
+        // Samples, not distinct stacks; the 0-sample triple and those
+        // without a user stack count neither way.
+        let want = Reach {
+            root: 7,
+            truncated: 3,
+            deeper: 0,
+        };
+        assert_eq!(t.reach, want);
         let top = &t.nodes[0].children;
         assert!(t.nodes[top[1] as usize].no_stack());
         assert!(t.nodes[top[2] as usize].truncated());
         assert!(!t.nodes[top[0] as usize].truncated());
         let clean = StackTree::build([(Some(&*stack(1, &["a"])), None, 1)]);
-        assert!(!clean.truncated);
+        assert_eq!(clean.reach, Reach::default());
     }
 
     #[test]

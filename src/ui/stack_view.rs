@@ -37,6 +37,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         Span::raw(sv.sel.describe()),
         Span::styled(format!(" · {} samples", sv.tree.total()), dim),
     ];
+
     if sv.pending() {
         title.push(Span::styled(
             format!(" · counting {}%", sv.progress()),

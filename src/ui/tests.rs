@@ -147,7 +147,7 @@ now DISK pread64(fd=3, buf=0x7ffd0000, count=4096, pos=0) for 1.5ms, syscall #42
 file   /var/lib/postgres/base/16384/2619
 kstack __schedule ← schedule ← [pipe_read] ← vfs_read
 ustack __libc_read ← [read_block] ← main
-all 30 samples of this thread in the window (newest first); other filters apply to export
+30 samples, newest first · ustacks to root 30/30 (100%) · export applies every filter
 time     state syscall sysc_ns_so_far kstack_top ustack_app cpu switch    waker_tid
 12:00:29 DISK  pread64        1500000 pipe_read  read_block   1 voluntary         1
 12:00:28 DISK  pread64        1500000 pipe_read  read_block   1 voluntary         1

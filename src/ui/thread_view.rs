@@ -8,7 +8,7 @@ use ratatui::widgets::{Cell, Paragraph, Row, Table};
 use ratatui::Frame;
 
 use crate::dimensions;
-use crate::model::{Stack, State, Syscall};
+use crate::model::{Reach, Stack, State, Syscall};
 
 use super::app::{App, Slot};
 use super::render::{ellipsize, no_data_style, selected_style, state_color, visible_offset, AXIS_W, NO_DATA};
@@ -204,9 +204,14 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     }
     lines.push(stack_line("kstack ", picked.kstack.as_deref(), true));
     lines.push(stack_line("ustack ", picked.ustack.as_deref(), false));
+    let mut reach = Reach::default();
+    for (_, s) in &t.samples {
+        reach.add(s.ustack.as_deref(), 1);
+    }
+    let reach = reach.summary().map_or(String::new(), |r| format!(" · {r}"));
     lines.push(Line::from(Span::styled(
         format!(
-            "all {} samples of this thread in the window (newest first); other filters apply to export",
+            "{} samples, newest first{reach} · export applies every filter",
             t.samples.len()
         ),
         dim,

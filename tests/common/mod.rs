@@ -6,5 +6,6 @@ pub mod markers;
 pub mod mutate;
 pub mod observe;
 pub mod postgres;
+pub mod programs;
 pub mod pty;
 pub mod workload;
