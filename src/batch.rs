@@ -66,10 +66,6 @@ fn write_snapshot(out: &mut impl Write, snap: &Snapshot, opts: &BatchOptions) ->
 /// how many of the (filtered) samples' user stacks reached their root.
 pub fn heading(snap: &Snapshot) -> String {
     let pct = |ns: u64| 100.0 * ns as f64 / snap.interval.as_nanos().max(1) as f64;
-    let mut reach = Reach::default();
-    for s in &snap.samples {
-        reach.add(s.ustack.as_deref(), 1);
-    }
     let mut line = format!(
         "{}  threads {}  walk {}us decode {}us  xtop cpu {:.2}%  dropped {}",
         format_local_time(snap.time_ns),
@@ -79,9 +75,29 @@ pub fn heading(snap: &Snapshot) -> String {
         pct(snap.cost.cpu_ns),
         snap.dropped
     );
-    if let Some(r) = reach.summary() {
+    if let Some(r) = Reach::of(&snap.samples).summary() {
         line.push_str("  ");
         line.push_str(&r);
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::heading;
+    use crate::model::fixture::{sample, snapshot};
+    use crate::model::State;
+
+    #[test]
+    fn heading_says_how_far_the_samples_user_stacks_reach() {
+        let with = sample(1, 1, "db", State::Disk, Some(0));
+        let without = sample(2, 1, "db", State::Run, None);
+        let line = heading(&snapshot(0, vec![with, without.clone()]));
+        assert!(
+            line.ends_with("  dropped 0  ustacks to root 1/1 (100%)"),
+            "{line}"
+        );
+        let line = heading(&snapshot(0, vec![without]));
+        assert!(line.ends_with("  dropped 0"), "{line}");
+    }
 }

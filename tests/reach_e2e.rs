@@ -100,24 +100,16 @@ fn batch_reports_how_many_stacks_of_several_binaries_reach_their_root() {
     let show = format!("{seen:#?}");
 
     // The headings count exactly the samples the tables show with a user stack.
-    let with_stack: u64 = seen
-        .rows
-        .iter()
-        .filter(|((_, e), _)| e != "-")
-        .map(|(_, n)| n)
-        .sum();
-    let root: u64 = seen
-        .rows
-        .iter()
-        .filter(|((_, e), _)| e == "root")
-        .map(|(_, n)| n)
-        .sum();
-    let truncated: u64 = seen
-        .rows
-        .iter()
-        .filter(|((_, e), _)| e == "truncated")
-        .map(|(_, n)| n)
-        .sum();
+    let samples = |end: fn(&str) -> bool| -> u64 {
+        seen.rows
+            .iter()
+            .filter(|((_, e), _)| end(e))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let with_stack = samples(|e| e != "-");
+    let root = samples(|e| e == "root");
+    let truncated = samples(|e| e == "truncated");
     assert_eq!(seen.heading, (root, with_stack, truncated), "{show}");
 
     // The JIT thread's stacks never reach a root...

@@ -4,7 +4,7 @@
 //! themselves; this is what tells a reader how much of "where it was called
 //! from" to believe.
 
-use super::{Stack, DEEPER, TRUNCATED};
+use super::{Stack, ThreadSample, DEEPER, TRUNCATED};
 
 /// How a user stack ends (the `ustack_end` dimension).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -57,6 +57,15 @@ impl Reach {
             Some(StackEnd::Deeper) => self.deeper += n,
             None => {}
         }
+    }
+
+    /// Counts each of `samples` once.
+    pub fn of<'a>(samples: impl IntoIterator<Item = &'a ThreadSample>) -> Reach {
+        let mut reach = Reach::default();
+        for s in samples {
+            reach.add(s.ustack.as_deref(), 1);
+        }
+        reach
     }
 
     pub fn total(&self) -> u64 {
@@ -122,20 +131,15 @@ mod tests {
             "ustacks to root 45/50 (90%; 3 truncated, 2 deeper)"
         );
         // Floored: one short of all is not rounded up to 100%.
-        let r = Reach {
-            root: 999,
-            truncated: 1,
-            deeper: 0,
-        };
+        let [all_but_one, none] = [[999, 1, 0], [0, 0, 7]].map(|[root, truncated, deeper]| Reach {
+            root,
+            truncated,
+            deeper,
+        });
         assert_eq!(
-            r.summary().unwrap(),
+            all_but_one.summary().unwrap(),
             "ustacks to root 999/1000 (99%; 1 truncated)"
         );
-        let none = Reach {
-            root: 0,
-            truncated: 0,
-            deeper: 7,
-        };
         assert_eq!(none.summary().unwrap(), "ustacks to root 0/7 (0%; 7 deeper)");
     }
 }

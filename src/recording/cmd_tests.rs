@@ -118,6 +118,14 @@ fn report_equals_direct_aggregation() {
             "{from:?}"
         );
         assert!(got.contains(&format!("{} snapshots", range.len())), "{got}");
+        // Under the header: how far the selected samples' user stacks reach.
+        let selected = snaps[range.clone()].iter().flat_map(|snap| {
+            snap.samples
+                .iter()
+                .filter(|t| crate::aggregation::matches_all(&s.filters, snap, t))
+        });
+        let reach = crate::model::Reach::of(selected).summary().expect("user stacks");
+        assert!(got.contains(&format!("\n# {reach}\n")), "{got}");
     }
     // Absolute local times select the same as offsets.
     let at = |n: u64| crate::value::format_local_time(T0_NS + n * 1_000_000_000);

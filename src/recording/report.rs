@@ -101,13 +101,11 @@ pub fn write_session_line(out: &mut impl Write, s: &Session) -> io::Result<()> {
 
 /// How far the selected samples' user stacks reach.
 fn reach(snaps: &[&Snapshot], sel: &Selection) -> Reach {
-    let mut reach = Reach::default();
-    for snap in snaps {
-        for s in snap.samples.iter().filter(|s| matches_all(&sel.filters, snap, s)) {
-            reach.add(s.ustack.as_deref(), 1);
-        }
-    }
-    reach
+    Reach::of(
+        snaps
+            .iter()
+            .flat_map(|snap| snap.samples.iter().filter(|s| matches_all(&sel.filters, snap, s))),
+    )
 }
 
 pub fn write_report(

@@ -204,11 +204,9 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     }
     lines.push(stack_line("kstack ", picked.kstack.as_deref(), true));
     lines.push(stack_line("ustack ", picked.ustack.as_deref(), false));
-    let mut reach = Reach::default();
-    for (_, s) in &t.samples {
-        reach.add(s.ustack.as_deref(), 1);
-    }
-    let reach = reach.summary().map_or(String::new(), |r| format!(" · {r}"));
+    let reach = Reach::of(t.samples.iter().map(|(_, s)| s))
+        .summary()
+        .map_or(String::new(), |r| format!(" · {r}"));
     lines.push(Line::from(Span::styled(
         format!(
             "{} samples, newest first{reach} · export applies every filter",
