@@ -379,7 +379,7 @@ pub static DIMENSIONS: &[Dimension] = &[
          shows how far each program's stacks can be believed; batch mode, the thread view and \
          the stack view give the share that reached their root.",
         |_, s| match &s.ustack {
-            Some(u) => Value::Text(u.end().name().into()),
+            Some(u) => Value::Name(u.end().name()),
             None => Value::Missing,
         },
     ),

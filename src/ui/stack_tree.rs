@@ -9,7 +9,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use crate::dimensions::stack::{self, KERNEL_SUFFIX};
-use crate::model::{Reach, Stack, TRUNCATED};
+use crate::model::{Reach, Stack};
 
 /// Node for samples without any stack, so percentages add up to the selection.
 pub const NO_STACK: &str = "[no stack]";
@@ -33,11 +33,6 @@ pub struct Node {
 }
 
 impl Node {
-    /// The gap a user stack unwind left when it failed (see `model::TRUNCATED`).
-    pub fn truncated(&self) -> bool {
-        !self.kernel && &*self.name == TRUNCATED
-    }
-
     pub fn no_stack(&self) -> bool {
         !self.kernel && &*self.name == NO_STACK
     }
@@ -195,6 +190,7 @@ impl StackTree {
 pub(crate) mod tests {
     use super::*;
     use crate::dimensions::stack::combined;
+    use crate::model::TRUNCATED;
 
     pub(crate) fn stack(hash: u64, frames: &[&str]) -> Arc<Stack> {
         Arc::new(Stack {
@@ -263,8 +259,9 @@ pub(crate) mod tests {
         assert_eq!(t.reach, want);
         let top = &t.nodes[0].children;
         assert!(t.nodes[top[1] as usize].no_stack());
-        assert!(t.nodes[top[2] as usize].truncated());
-        assert!(!t.nodes[top[0] as usize].truncated());
+        let gap = |i: u32| !t.nodes[i as usize].kernel && &*t.nodes[i as usize].name == TRUNCATED;
+        assert!(gap(top[2]));
+        assert!(!gap(top[0]));
         let clean = StackTree::build([(Some(&*stack(1, &["a"])), None, 1)]);
         assert_eq!(clean.reach, Reach::default());
     }
