@@ -6,7 +6,7 @@ pub mod stack;
 
 use std::sync::Arc;
 
-use crate::model::{AppFrame, AppWait, Snapshot, Syscall, Target, ThreadSample};
+use crate::model::{AppFrame, AppWait, BlockIo, IoWait, Snapshot, Syscall, Target, ThreadSample};
 use crate::value::Value;
 
 pub type Extract = fn(&Snapshot, &ThreadSample) -> Value;
@@ -96,6 +96,16 @@ fn app_field(s: &ThreadSample, part: fn(&Arc<str>, &Arc<str>, &Arc<str>) -> Valu
         None => Value::Missing,
         Some(AppWait::Unread) => Value::Unknown,
         Some(AppWait::Known { class, event, state }) => part(class, event, state),
+    }
+}
+
+/// A part of the block I/O request the thread waits for: '-' when it has none
+/// in flight (or is running), '?' when the block layer's hooks did not run.
+fn io_field(s: &ThreadSample, part: fn(&BlockIo) -> Value) -> Value {
+    match &s.io {
+        IoWait::Untracked => Value::Unknown,
+        IoWait::None => Value::Missing,
+        IoWait::InFlight(io) => part(io),
     }
 }
 
@@ -268,6 +278,32 @@ pub static DIMENSIONS: &[Dimension] = &[
         "State of that connection: TCP's (ESTABLISHED, LISTEN, SYN_SENT, CLOSE_WAIT, ...); \
          CONNECTED, UNCONNECTED or LISTEN for UDP and UNIX sockets; '-' for sockets without one.",
         |_, s| socket_field(s, true),
+    ),
+    dim(
+        "device",
+        false,
+        "The disk of the block I/O request the thread waits for ('vda', 'nvme0n1', 'sda'; the \
+         whole disk for a partition's I/O): the last request it started itself that has not \
+         completed, seen by the block layer's tracepoints. '-' for a running thread and for one \
+         with no request of its own in flight (a thread waiting on a page another thread reads, \
+         on a journal commit, or on writeback waits on theirs).",
+        |_, s| io_field(s, |io| Value::Text(io.device.clone())),
+    ),
+    dim(
+        "io_op",
+        false,
+        "The operation of that request: read, write, flush, discard, write_zeroes, ...",
+        |_, s| io_field(s, |io| Value::Name(crate::blockio::op_name(io.op))),
+    ),
+    dim("io_bytes", true, "The size of that request, in bytes.", |_, s| {
+        io_field(s, |io| Value::Int(io.bytes.into()))
+    }),
+    dim(
+        "io_inflight_us",
+        true,
+        "How long that request had been in flight at the sample, in µs: from when the block \
+         layer made it to the pass (queued in the I/O scheduler, then on the device).",
+        |_, s| io_field(s, |io| Value::Int((io.inflight_ns / 1_000) as i64)),
     ),
     dim(
         "app_wait",
@@ -655,6 +691,27 @@ mod tests {
             state: "".into(),
         }));
         assert_eq!(all(&s), ["none", "none", "?"]);
+    }
+
+    #[test]
+    fn block_io_tells_untracked_none_and_in_flight_apart() {
+        use crate::model::fixture::{sample, snapshot};
+        use crate::model::State;
+        let snap = snapshot(0, vec![]);
+        let v = |d: &str, s: &ThreadSample| find(d).unwrap().value(&snap, s).to_string();
+        let all = |s: &ThreadSample| ["device", "io_op", "io_bytes", "io_inflight_us"].map(|d| v(d, s));
+        let mut s = sample(1, 1, "db", State::Disk, Some(17));
+        assert_eq!(all(&s), ["-", "-", "-", "-"], "nothing of its own in flight");
+        s.io = IoWait::Untracked;
+        assert_eq!(all(&s), ["?", "?", "?", "?"]);
+        s.io = IoWait::InFlight(BlockIo {
+            device: "nvme0n1".into(),
+            op: 1,
+            bytes: 131072,
+            inflight_ns: 2_345_678,
+        });
+        assert_eq!(all(&s), ["nvme0n1", "write", "131072", "2345"]);
+        assert!(find("io_bytes").unwrap().numeric);
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod aggregation;
 pub mod appwait;
 pub mod atomic_file;
 pub mod batch;
+pub mod blockio;
 pub mod cli;
 pub mod dimensions;
 pub mod filter;

@@ -142,6 +142,18 @@ struct {
 	__type(value, struct tgt_buf);
 } tgtbuf SEC(".maps");
 
+/* Block I/O requests in flight (struct io_req), by struct request address:
+ * entered in the context of the thread that starts one (block_io_start),
+ * removed at its completion (block_io_done, usually in an interrupt). Request
+ * structs come from a fixed pool per queue, so an entry whose completion was
+ * missed is overwritten when its struct is reused: they cannot pile up. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct io_req);
+} inflight SEC(".maps");
+
 /* Which argument of each syscall names a file (TA_*), set before load from
  * src/target/args.rs: the numbers are the architecture's, the list is not. */
 const volatile __u8 sc_target[XTOP_NR_SYSCALLS];
@@ -161,6 +173,7 @@ volatile bool user_stacks;   /* walk user stacks (off-CPU at pass time, on-CPU i
 volatile bool pid_filter_on;
 volatile bool resolve_targets; /* name the file or path each syscall works on */
 volatile bool read_apps;     /* read programs' own wait states (app_procs) */
+volatile bool io_hooks;      /* both block I/O hooks are attached */
 volatile __u32 pass_gen;     /* incremented by userspace before each pass */
 __u64 pass_now_ns;            /* clocks read at the first thread of a pass */
 __u64 pass_now_rq;
@@ -183,6 +196,8 @@ static __always_inline __u64 rq_clock_of(struct task_struct *t)
 /* Lifetime counters of thread_state, so tests can prove exits free them. */
 __u64 states_created;
 __u64 states_freed;
+/* Block I/O requests not tracked because the inflight map was full. */
+__u64 io_untracked;
 
 static __always_inline struct thread_state *state_of(struct task_struct *t)
 {
@@ -292,6 +307,79 @@ int BPF_PROG(on_exit, struct task_struct *p)
 		__sync_fetch_and_add(&states_freed, 1);
 	bpf_task_storage_delete(&cpu_stacks, p);
 	return 0;
+}
+
+#define XTOP_REQ_OP_MASK 0xff /* REQ_OP_BITS of a request's cmd_flags */
+
+/* A request's disk as the kernel's dev_t (MKDEV: major << 20 | minor), the
+ * whole disk even for a partition's I/O, as block tracepoints name it. */
+static __always_inline __u32 disk_dev(struct request *rq)
+{
+	struct gendisk *d = BPF_CORE_READ(rq, q, disk);
+
+	if (!d)
+		return 0;
+	return ((__u32)BPF_CORE_READ(d, major) << 20) | (__u32)BPF_CORE_READ(d, first_minor);
+}
+
+/* Runs where the request is made from a bio, in the submitting thread (a
+ * kworker for writeback): who waits on it, if anyone does. */
+SEC("tp_btf/block_io_start")
+int BPF_PROG(on_io_start, struct request *rq)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct thread_state *s;
+	struct io_req e = {};
+	__u64 key = (__u64)rq;
+
+	e.start_ns = bpf_ktime_get_ns();
+	e.tid = t->pid;
+	e.dev = disk_dev(rq);
+	e.bytes = BPF_CORE_READ(rq, __data_len);
+	e.op = BPF_CORE_READ(rq, cmd_flags) & XTOP_REQ_OP_MASK;
+	if (bpf_map_update_elem(&inflight, &key, &e, BPF_ANY)) {
+		__sync_fetch_and_add(&io_untracked, 1);
+		return 0;
+	}
+	s = state_of(t);
+	if (s) {
+		s->io_rq = key;
+		s->io_start_ns = e.start_ns;
+	}
+	return 0;
+}
+
+SEC("tp_btf/block_io_done")
+int BPF_PROG(on_io_done, struct request *rq)
+{
+	__u64 key = (__u64)rq;
+
+	bpf_map_delete_elem(&inflight, &key);
+	return 0;
+}
+
+/* The block I/O request the thread started last, if it is still in flight:
+ * what a thread blocked on its own I/O waits for. The entry is checked
+ * against the thread's record of it before and after the copy, as its
+ * struct may be reused for another thread's request meanwhile. */
+static __always_inline void read_io(struct thread_state *s, struct task_sample *r)
+{
+	__u64 key = s->io_rq, start = s->io_start_ns;
+	struct io_req *e;
+
+	if (!key)
+		return;
+	e = bpf_map_lookup_elem(&inflight, &key);
+	if (!e || e->start_ns != start || e->tid != r->tid)
+		return;
+	r->io_dev = e->dev;
+	r->io_bytes = e->bytes;
+	r->io_op = e->op;
+	barrier();
+	if (e->start_ns != start)
+		return;
+	r->io_start_ns = start;
+	r->flags |= XF_IO_INFLIGHT;
 }
 
 /* Kernel-side filter: what State::decode() (src/model/state.rs) calls RUN,
@@ -1184,6 +1272,12 @@ int dump_tasks(struct bpf_iter__task *ctx)
 
 	/* Saved registers and stacks are stable only while the thread is off CPU. */
 	user = user_stacks && !(pflags & NO_USER_STACK);
+	/* A running thread waits on nothing, whatever it has in flight. */
+	if (io_hooks) {
+		r->flags |= XF_IO_TRACKED;
+		if (s && !(r->flags & XF_ON_CPU) && !exit_state)
+			read_io(s, r);
+	}
 	if (r->flags & XF_ON_CPU) {
 		profile_stacks(task, s, r, w);
 	} else if (!exit_state) {

@@ -90,6 +90,18 @@ struct app_proc {
 #define XF_ONCPU_STACK   (1 << 12) /* stacks of a running thread, from the on-CPU profile */
 #define XF_UWIN_TO_END   (1 << 13) /* the stack window reaches the end of the stack's mapping */
 #define XF_USTACK_DEEP   (1 << 14) /* with XF_USTACK_TRUNC: the walk stopped at its depth limit */
+#define XF_IO_TRACKED    (1 << 15) /* the block I/O hooks run: io_* say whether a request is in flight */
+#define XF_IO_INFLIGHT   (1 << 16) /* io_*: a block I/O request this thread started is in flight */
+
+/* A block I/O request in flight (the inflight map, by struct request address). */
+struct io_req {
+	__u64 start_ns;        /* bpf_ktime_get_ns() at block_io_start */
+	__u32 tid;             /* the thread that started it */
+	__u32 dev;             /* its disk, as the kernel's dev_t: major << 20 | first minor */
+	__u32 bytes;
+	__u8 op;               /* REQ_OP_* */
+	__u8 pad[3];
+};
 
 /* Long-lived state of one thread, in task local storage (freed with the task).
  * Times named *_rq are the scheduler's clock (rq->clock, as in task->sched_info),
@@ -105,6 +117,8 @@ struct thread_state {
 	__s32 sc_nr;           /* -1 when not in a syscall */
 	__u32 waker_tid;
 	__u32 flags;           /* XF_SC_TRACKED | XF_IN_SYSCALL | XF_VOLUNTARY | XF_SEEN_* */
+	__u64 io_rq;           /* the last block I/O request it started (struct request address) */
+	__u64 io_start_ns;     /* and when: the inflight entry is that request only if it matches */
 };
 
 /* One emitted thread, written by the task iterator into its seq_file. */
@@ -121,6 +135,7 @@ struct task_sample {
 	__u64 last_arrival_rq; /* task->sched_info: last time it got a CPU */
 	__u64 last_queued_rq;  /* task->sched_info: queued waiting for a CPU since (0: not) */
 	__u64 uregs[4];        /* user ip, sp, fp, lr where the stack window was copied */
+	__u64 io_start_ns;     /* XF_IO_INFLIGHT: the request's start (bpf_ktime_get_ns) */
 	__u32 tid;
 	__u32 tgid;
 	__u32 uid;
@@ -141,10 +156,12 @@ struct task_sample {
 	__u32 tgt_len;         /* bytes of file record after the window */
 	__u32 app_wait;        /* the program's own wait state (AF_WAIT): PostgreSQL's wait_event_info */
 	__u32 app_state;       /* and its kind of process (AF_STATE): PostgreSQL's BackendType */
+	__u32 io_dev;          /* XF_IO_INFLIGHT: the request's disk (struct io_req) */
+	__u32 io_bytes;        /* its size */
 	__u8 tgt_kind;         /* TK_* */
 	__u8 tgt_flags;        /* TF_* */
 	__u8 app_flags;        /* AF_* */
-	__u8 app_pad;
+	__u8 io_op;            /* XF_IO_INFLIGHT: its REQ_OP_* */
 	char comm[XTOP_COMM_LEN];
 	char pcomm[XTOP_COMM_LEN];
 	/* Written after the header: kstack_len bytes of kstack, ustack_len of

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Arch, PassCost, Process, Snapshot, Stack, State, Syscall, Target, ThreadIdent, ThreadSample};
+use super::{
+    Arch, IoWait, PassCost, Process, Snapshot, Stack, State, Syscall, Target, ThreadIdent, ThreadSample,
+};
 
 /// 2026-11-29T12:00:00Z: fixed so rendered fixtures do not change.
 pub const T0_NS: u64 = 1_795_953_600_000_000_000;
@@ -64,6 +66,7 @@ pub fn sample(tid: u32, tgid: u32, comm: &str, state: State, nr: Option<u32>) ->
         }),
         target: nr.and_then(|nr| target_of(comm, nr)).map(Arc::new),
         app: None,
+        io: IoWait::None,
     }
 }
 

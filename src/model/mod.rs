@@ -225,6 +225,32 @@ pub enum AppWait {
     },
 }
 
+/// A block I/O request a thread started and that is still in flight
+/// (`IoWait::InFlight`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BlockIo {
+    /// The disk, as the kernel names it (`vda`, `nvme0n1`), or `MAJ:MIN`.
+    pub device: Arc<str>,
+    /// The kernel's REQ_OP_* code (`blockio::op_name`).
+    pub op: u8,
+    pub bytes: u32,
+    /// How long it had been in flight at the pass.
+    pub inflight_ns: u64,
+}
+
+/// The block I/O a thread waits for (`ThreadSample::io`): only of a thread
+/// off its CPU, and only a request it started itself (a thread waiting on a
+/// page another thread is reading waits on that one's request).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum IoWait {
+    /// The block layer's hooks did not run (or a recording made before xtop
+    /// had them).
+    Untracked,
+    /// No request of its own in flight (or the thread is running).
+    None,
+    InFlight(BlockIo),
+}
+
 /// One thread at one instant.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ThreadSample {
@@ -253,6 +279,8 @@ pub struct ThreadSample {
     pub target: Option<Arc<Target>>,
     /// The program's own wait state; None where it publishes none.
     pub app: Option<Arc<AppWait>>,
+    /// The block I/O request it waits for.
+    pub io: IoWait,
 }
 
 impl ThreadSample {

@@ -21,7 +21,7 @@ use super::varint::{In, Out};
 pub const MAGIC: [u8; 8] = *b"\x89XTOP\r\n\x1a";
 /// 2: samples carry user stacks (codec `M_USTACK`); 3: the file their syscall
 /// works on (`M_TARGET`); 4: what its socket connects (`T_SOCKET`).
-pub const VERSION: u16 = 5;
+pub const VERSION: u16 = 6;
 /// Oldest format this build still reads.
 pub const MIN_VERSION: u16 = 1;
 pub const HEADER_LEN: usize = MAGIC.len() + 2;

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::model::{
-    Arch, PassCost, Process, Session, Snapshot, Stack, State, Syscall, Target, ThreadIdent, ThreadSample,
+    Arch, IoWait, PassCost, Process, Session, Snapshot, Stack, State, Syscall, Target, ThreadIdent,
+    ThreadSample,
 };
 
 /// xorshift64*: tiny, seedable, good enough for test data and fuzzing.
@@ -195,6 +196,7 @@ pub fn workload(threads: u32, snapshots: u64, interval: Duration, seed: u64) -> 
                 ustack: Some(ustacks[if blocked { 0 } else { 1 }].clone()),
                 target: None,
                 app: None,
+                io: IoWait::None,
             };
             (i % 10, t)
         })

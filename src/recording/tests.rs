@@ -37,6 +37,35 @@ impl Drop for TempDir {
 
 /// Fixture snapshots exercising every field's edge cases.
 pub(crate) fn varied() -> Vec<Snapshot> {
+    use crate::model::{BlockIo, IoWait};
+    let mut snaps = varied_v5();
+    // Block I/O waited for (version 6): a request, the same one a pass later
+    // (predicted), another, none, untracked.
+    let read = BlockIo {
+        device: "vda".into(),
+        op: 0,
+        bytes: 16384,
+        inflight_ns: 70_000,
+    };
+    let dt = snaps[3].time_ns - snaps[2].time_ns;
+    snaps[2].samples[0].io = IoWait::InFlight(read.clone());
+    snaps[3].samples[0].io = IoWait::InFlight(BlockIo {
+        inflight_ns: read.inflight_ns + dt,
+        ..read.clone()
+    });
+    snaps[4].samples[0].io = IoWait::InFlight(BlockIo {
+        device: "nvme0n1".into(),
+        op: 1,
+        bytes: u32::MAX,
+        inflight_ns: 0,
+    });
+    snaps[5].samples[0].io = IoWait::Untracked;
+    snaps[6].samples[1].io = IoWait::InFlight(read);
+    snaps
+}
+
+/// `varied()` as it was in format version 5, before block I/O.
+fn varied_v5() -> Vec<Snapshot> {
     use crate::model::AppWait;
     let mut snaps = varied_v4();
     // Programs' own wait states (version 5): a wait, the same again, not
@@ -194,7 +223,15 @@ fn reads_the_version_1_golden_file() {
         s.target = None;
         s.app = None;
     }
-    assert_eq!(golden(1).snapshots, want);
+    assert_eq!(golden(1).snapshots, untracked_io(want));
+}
+
+/// Recordings made before block I/O was tracked read back with it unknown.
+fn untracked_io(mut snaps: Vec<Snapshot>) -> Vec<Snapshot> {
+    for s in snaps.iter_mut().flat_map(|n| n.samples.iter_mut()) {
+        s.io = crate::model::IoWait::Untracked;
+    }
+    snaps
 }
 
 /// Recordings made before user stacks carried their program's own frame
@@ -221,7 +258,7 @@ fn reads_the_version_2_golden_file() {
         s.target = None;
         s.app = None;
     }
-    assert_eq!(r.snapshots, want);
+    assert_eq!(r.snapshots, untracked_io(want));
 }
 
 /// Version 3 added the file each syscall works on.
@@ -233,7 +270,7 @@ fn reads_the_version_3_golden_file() {
         .snapshots
         .iter()
         .any(|n| n.samples.iter().any(|s| s.target.as_deref().is_some_and(named))));
-    assert_eq!(r.snapshots, without_app_frames(varied_v3()));
+    assert_eq!(r.snapshots, untracked_io(without_app_frames(varied_v3())));
 }
 
 /// Version 4 added what a socket connects.
@@ -245,7 +282,7 @@ fn reads_the_version_4_golden_file() {
         .snapshots
         .iter()
         .any(|n| n.samples.iter().any(|s| s.target.as_deref().is_some_and(sock))));
-    assert_eq!(r.snapshots, without_app_frames(varied_v4()));
+    assert_eq!(r.snapshots, untracked_io(without_app_frames(varied_v4())));
 }
 
 /// Version 5 added the program's own wait state.
@@ -256,7 +293,17 @@ fn reads_the_version_5_golden_file() {
         .snapshots
         .iter()
         .any(|n| n.samples.iter().any(|s| s.app.is_some())));
-    assert_eq!(r.snapshots, without_app_frames(varied()));
+    assert_eq!(r.snapshots, untracked_io(without_app_frames(varied_v5())));
+}
+
+/// Version 6 added the block I/O request waited for.
+#[test]
+fn reads_the_version_6_golden_file() {
+    use crate::model::IoWait;
+    let r = golden(6);
+    let io = |n: &Snapshot| n.samples.iter().any(|s| matches!(s.io, IoWait::InFlight(_)));
+    assert!(r.snapshots.iter().any(io));
+    assert_eq!(r.snapshots, varied());
 }
 
 /// Appending to an older file writes the current codec, so the header must
@@ -519,7 +566,7 @@ fn decoder_refuses_unknown_sample_fields() {
     };
     let mut out = Vec::new();
     let err = codec::Decoder::default()
-        .decode(&payload(1 << 16), &mut out, &mut limits::Budget::new())
+        .decode(&payload(1 << 17), &mut out, &mut limits::Budget::new())
         .unwrap_err();
     assert!(err.to_string().contains("unknown"), "{err}");
     // The same bytes with a known bit get past the mask (and fail later, on

@@ -25,7 +25,7 @@ pub struct Bpf<'obj> {
 /// and the hook without which it would mislead: sys_enter without sys_exit
 /// would leave threads "in" syscalls forever, and sched_wakeup_new alone would
 /// leave a thread's creator standing as its last waker.
-const HOOKS: [(&str, &str, Option<&str>); 6] = [
+const HOOKS: [(&str, &str, Option<&str>); 8] = [
     (
         "sys_enter",
         "sysc_ns_so_far and the syscall of running threads",
@@ -44,7 +44,12 @@ const HOOKS: [(&str, &str, Option<&str>); 6] = [
         "early freeing of per-thread state (freed with the task instead)",
         None,
     ),
+    // Without the completion, requests would stay "in flight" forever.
+    ("block_io_start", IO_FEEDS, Some("block_io_done")),
+    ("block_io_done", IO_FEEDS, Some("block_io_start")),
 ];
+
+const IO_FEEDS: &str = "device, io_op, io_bytes, io_inflight_us";
 
 /// XTOP_CPU_WINDOWS (src/bpf/xtop.h): stack window slots per CPU.
 const CPU_WINDOWS: u32 = 8;
@@ -98,6 +103,8 @@ impl<'obj> Bpf<'obj> {
             (true, &skel.progs.on_wakeup),
             (true, &skel.progs.on_wakeup_new),
             (true, &skel.progs.on_exit),
+            (true, &skel.progs.on_io_start),
+            (true, &skel.progs.on_io_done),
         ];
         let mut failed = Vec::new();
         for ((wanted, prog), (hook, feeds, _)) in progs.into_iter().zip(HOOKS) {
@@ -143,6 +150,9 @@ impl<'obj> Bpf<'obj> {
             bss.cfi_windows = opts.unwind == super::Unwind::Cfi;
             bss.resolve_targets = opts.file_names;
             bss.read_apps = opts.app_waits;
+            bss.io_hooks = ["block_io_start", "block_io_done"]
+                .iter()
+                .all(|h| hooks.iter().any(|(k, _)| k == h));
         }
         let iter_link = skel
             .progs
@@ -213,6 +223,11 @@ impl<'obj> Bpf<'obj> {
         let mut iter = Iter::new(&self.iter_link).context("cannot start the task iterator")?;
         iter.read_to_end(buf).context("reading the task iterator")?;
         Ok(())
+    }
+
+    /// Block I/O requests not tracked since load: the in-flight map was full.
+    pub fn io_untracked(&self) -> u64 {
+        self.skel.maps.bss_data.as_deref().map_or(0, |b| b.io_untracked)
     }
 
     /// Per-thread states created and freed since load (live = created - freed).

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::appwait::AppWatch;
-use crate::model::{Stack, State, Syscall, Target, ThreadSample};
+use crate::blockio::DeviceNames;
+use crate::model::{BlockIo, IoWait, Stack, State, Syscall, Target, ThreadSample};
 use crate::symbols::{KernelSymbols, UserSymbols};
 use crate::target::name::{self, Interner, TGT_BYTES};
 use crate::unwind::{End, Regs, Window};
@@ -27,6 +28,8 @@ const XF_STACK_SAME: u32 = 1 << 10;
 const XF_USTACK_TRUNC: u32 = 1 << 11;
 const XF_UWIN_TO_END: u32 = 1 << 13;
 const XF_USTACK_DEEP: u32 = 1 << 14;
+const XF_IO_TRACKED: u32 = 1 << 15;
+const XF_IO_INFLIGHT: u32 = 1 << 16;
 
 /// XTOP_UWIN_BYTES (src/bpf/xtop.h): the most stack window a record carries.
 pub const UWIN_BYTES: usize = 16384;
@@ -228,6 +231,24 @@ pub struct Ctx<'a> {
     pub syms: &'a mut KernelSymbols,
     pub usyms: &'a mut UserSymbols,
     pub memo: &'a mut StackMemo,
+    pub devices: &'a mut DeviceNames,
+}
+
+/// The block I/O request an off-CPU thread waits for (see `IoWait`).
+pub fn io_of(r: &RawSample, devices: &mut DeviceNames) -> IoWait {
+    if r.flags & XF_IO_TRACKED == 0 {
+        return IoWait::Untracked;
+    }
+    if r.flags & XF_IO_INFLIGHT == 0 {
+        return IoWait::None;
+    }
+    IoWait::InFlight(BlockIo {
+        device: devices.name(r.io_dev),
+        op: r.io_op,
+        bytes: r.io_bytes,
+        // A request started after the pass began is younger than its "now".
+        inflight_ns: r.now_ns.saturating_sub(r.io_start_ns),
+    })
 }
 
 pub fn decode(r: &RawSample, tail: Tail, ctx: &mut Ctx) -> ThreadSample {
@@ -269,6 +290,7 @@ pub fn decode(r: &RawSample, tail: Tail, ctx: &mut Ctx) -> ThreadSample {
         ustack,
         target,
         app,
+        io: io_of(r, ctx.devices),
     }
 }
 
@@ -332,6 +354,32 @@ mod tests {
     fn bytes(r: &RawSample, len: usize) -> Vec<u8> {
         // SAFETY: reading the POD record as bytes.
         unsafe { std::slice::from_raw_parts((r as *const RawSample).cast::<u8>(), len) }.to_vec()
+    }
+
+    #[test]
+    fn block_io_is_untracked_none_or_the_request_in_flight() {
+        let dir = std::env::temp_dir().join(format!("xtop-decode-io-{}", std::process::id()));
+        let mut devices = DeviceNames::new(&dir);
+        assert_eq!(io_of(&raw(0), &mut devices), IoWait::Untracked);
+        assert_eq!(io_of(&raw(XF_IO_TRACKED), &mut devices), IoWait::None);
+        let mut r = raw(XF_IO_TRACKED | XF_IO_INFLIGHT);
+        r.io_dev = (254 << 20) | 3;
+        r.io_op = 1;
+        r.io_bytes = 8192;
+        r.io_start_ns = 1_000;
+        let want = BlockIo {
+            device: "254:3".into(),
+            op: 1,
+            bytes: 8192,
+            inflight_ns: 4_000,
+        };
+        assert_eq!(io_of(&r, &mut devices), IoWait::InFlight(want.clone()));
+        r.io_start_ns = 9_000; // started after the pass's clock read
+        let young = BlockIo {
+            inflight_ns: 0,
+            ..want
+        };
+        assert_eq!(io_of(&r, &mut devices), IoWait::InFlight(young));
     }
 
     #[test]

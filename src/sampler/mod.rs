@@ -317,6 +317,7 @@ fn run(
 
     let mut next = Instant::now();
     let mut last_cpu = process_cpu_ns();
+    let mut io_full_told = false;
     loop {
         bpf.set_emit_all(control.all.load(Ordering::Relaxed));
         bpf.refresh_profile();
@@ -327,7 +328,16 @@ fn run(
                 return;
             }
         };
-        let notices = pass.apps.take_warnings();
+        let mut notices = pass.apps.take_warnings();
+        // Once: the first says what it means, and a count would repeat every pass.
+        if !io_full_told && bpf.io_untracked() > 0 {
+            io_full_told = true;
+            notices.push(
+                "more block I/O requests in flight than xtop tracks (16384): some threads waiting on \
+                 them show device '-'"
+                    .into(),
+            );
+        }
         if !notices.is_empty() {
             control
                 .notices
@@ -385,6 +395,7 @@ struct Pass {
     usyms: UserSymbols,
     memo: decode::StackMemo,
     apps: AppWatch,
+    devices: crate::blockio::DeviceNames,
     gen: u32,
 }
 
@@ -414,6 +425,7 @@ impl Pass {
             usyms: &mut self.usyms,
             memo: &mut self.memo,
             apps: &mut self.apps,
+            devices: &mut self.devices,
         };
         decode::parse_records(&self.buf, |r, t| samples.push(decode::decode(r, t, &mut ctx)))
             .map_err(|e| anyhow!("malformed task iterator output: {e}"))?;

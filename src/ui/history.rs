@@ -8,7 +8,7 @@
 //! absolute times (`snapshot time - since`) so that it does not change while a
 //! thread stays blocked or running. Consecutive samples of a thread share its
 //! episode; only a thread that changed since the previous sample costs a new
-//! one (~112 bytes). Entries are reference-counted and freed with the last
+//! one (~144 bytes). Entries are reference-counted and freed with the last
 //! snapshot using them, so memory stays flat once history is full. Samples are
 //! rebuilt on demand, exactly (in tid order).
 
@@ -17,7 +17,9 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::model::{AppWait, Snapshot, Stack, State, Syscall, Target, ThreadIdent, ThreadSample};
+use crate::model::{
+    AppWait, BlockIo, IoWait, Snapshot, Stack, State, Syscall, Target, ThreadIdent, ThreadSample,
+};
 
 /// An interning key for values the sampler and the recording decoder share as
 /// Arcs (thread identities, stacks): equal by pointer first, then by value, and
@@ -75,6 +77,9 @@ const NONE_U32: u32 = u32::MAX;
 const SYSCALL_NONE: u8 = 0;
 const SYSCALL_UNKNOWN: u8 = 1;
 const SYSCALL_IN: u8 = 2;
+const IO_UNTRACKED: u8 = 0;
+const IO_NONE: u8 = 1;
+const IO_INFLIGHT: u8 = 2;
 
 /// Everything of a sample beyond identity, state and CPU; constant while the
 /// thread does not change (times are absolute, see the module comment).
@@ -86,12 +91,19 @@ struct Episode {
     offcpu_at: u64,
     oncpu_at: u64,
     queued_at: u64,
+    /// When the block I/O request it waits for started (absolute, as above).
+    io_start: u64,
     nr: u32,
     waker: u32,
     kstack: u32,
     ustack: u32,
     target: u32,
     app: u32,
+    /// Index in `History::devices`.
+    io_dev: u32,
+    io_bytes: u32,
+    io: u8,
+    io_op: u8,
     syscall: u8,
     /// 0 unknown, 1 preempted, 2 voluntary.
     voluntary: u8,
@@ -237,6 +249,9 @@ pub struct History {
     stacks: Interner<ArcKey<Stack>>,
     targets: Interner<ArcKey<Target>>,
     apps: Interner<ArcKey<AppWait>>,
+    /// Disk names, never released: a machine has few.
+    devices: Vec<Arc<str>>,
+    device_ids: HashMap<Arc<str>, u32>,
     /// Keep snapshots newer than `latest - limit`; None keeps everything (replay).
     limit: Option<Duration>,
     /// Id of `snaps[0]`: ids count every snapshot ever pushed, so caches can
@@ -261,6 +276,8 @@ impl History {
             stacks: Interner::new(),
             targets: Interner::new(),
             apps: Interner::new(),
+            devices: Vec::new(),
+            device_ids: HashMap::new(),
             limit,
             first_id: 0,
             samples: 0,
@@ -393,6 +410,14 @@ impl History {
         let aknown = app_key
             .as_ref()
             .map_or(Some(NONE_U32), |a| self.apps.ids.get(a).copied());
+        let (io, io_op, io_dev, io_bytes, io_start) = match &s.io {
+            IoWait::Untracked => (IO_UNTRACKED, 0, 0, 0, NONE_U64),
+            IoWait::None => (IO_NONE, 0, 0, 0, NONE_U64),
+            IoWait::InFlight(b) => {
+                let dev = self.device(&b.device);
+                (IO_INFLIGHT, b.op, dev, b.bytes, t.wrapping_sub(b.inflight_ns))
+            }
+        };
         let mut e = Episode {
             args,
             seq,
@@ -400,12 +425,17 @@ impl History {
             offcpu_at: at(t, s.since_offcpu_ns),
             oncpu_at: at(t, s.since_oncpu_ns),
             queued_at: at(t, s.runq_wait_ns),
+            io_start,
             nr,
             waker: s.waker_tid.unwrap_or(NONE_U32),
             kstack: known.unwrap_or(NONE_U32),
             ustack: uknown.unwrap_or(NONE_U32),
             target: tknown.unwrap_or(NONE_U32),
             app: aknown.unwrap_or(NONE_U32),
+            io_dev,
+            io_bytes,
+            io,
+            io_op,
             syscall,
             voluntary: s.voluntary.map_or(0, |v| 1 + v as u8),
         };
@@ -432,6 +462,16 @@ impl History {
             cpu: s.cpu,
             state: s.state,
         }
+    }
+
+    fn device(&mut self, name: &Arc<str>) -> u32 {
+        if let Some(&id) = self.device_ids.get(name) {
+            return id;
+        }
+        let id = self.devices.len() as u32;
+        self.devices.push(name.clone());
+        self.device_ids.insert(name.clone(), id);
+        id
     }
 
     /// The row of thread `tid` in snapshot `i`, if it was sampled there.
@@ -478,6 +518,16 @@ impl History {
             ustack: (e.ustack != NONE_U32).then(|| self.stacks.get(e.ustack).0.clone()),
             target: (e.target != NONE_U32).then(|| self.targets.get(e.target).0.clone()),
             app: (e.app != NONE_U32).then(|| self.apps.get(e.app).0.clone()),
+            io: match e.io {
+                IO_UNTRACKED => IoWait::Untracked,
+                IO_NONE => IoWait::None,
+                _ => IoWait::InFlight(BlockIo {
+                    device: self.devices[e.io_dev as usize].clone(),
+                    op: e.io_op,
+                    bytes: e.io_bytes,
+                    inflight_ns: time.wrapping_sub(e.io_start),
+                }),
+            },
         }
     }
 
@@ -536,7 +586,7 @@ mod tests {
     #[test]
     fn rows_are_16_bytes() {
         assert_eq!(std::mem::size_of::<Row>(), 16);
-        assert_eq!(std::mem::size_of::<(Episode, u32)>(), 128);
+        assert_eq!(std::mem::size_of::<(Episode, u32)>(), 144);
     }
 
     #[test]
@@ -556,6 +606,13 @@ mod tests {
             state: "client backend".into(),
         }));
         snap.samples[0].app = Some(Arc::new(AppWait::Unread));
+        snap.samples[1].io = IoWait::Untracked;
+        snap.samples[2].io = IoWait::InFlight(BlockIo {
+            device: "vda".into(),
+            op: 1,
+            bytes: 4096,
+            inflight_ns: 1_500_000,
+        });
         h.push(snap.clone());
         assert_eq!(h.materialize(0), snap);
         // The same thread waiting elsewhere is a new episode, not the old one.

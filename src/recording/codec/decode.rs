@@ -307,6 +307,21 @@ impl Decoder {
         } else {
             p.app
         };
+        let io = if mask & M_IO != 0 {
+            match i.u8()? {
+                IO_UNTRACKED => IoWait::Untracked,
+                IO_NONE => IoWait::None,
+                IO_INFLIGHT => IoWait::InFlight(BlockIo {
+                    device: self.str_ref(i, MAX_NAME)?,
+                    op: i.u8()?,
+                    bytes: u32::try_from(i.uv()?).map_err(|_| anyhow!("bad block I/O size"))?,
+                    inflight_ns: i.uv()?,
+                }),
+                k => bail!("unknown block I/O kind {k}"),
+            }
+        } else {
+            predict_io(&p.io, dt)
+        };
         let syscall = match syscall {
             Syscall::In { nr, args, .. } => Syscall::In {
                 nr,
@@ -329,6 +344,7 @@ impl Decoder {
             ustack: us,
             target: target.clone(),
             app: app.clone(),
+            io: io.clone(),
         };
         self.threads.insert(
             tid,
@@ -351,6 +367,7 @@ impl Decoder {
             ustack,
             target,
             app,
+            io,
         })
     }
 

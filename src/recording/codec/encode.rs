@@ -324,6 +324,21 @@ impl Encoder {
                 }
             }
         }
+        if s.io != predict_io(&p.io, dt) {
+            mask |= M_IO;
+            match &s.io {
+                IoWait::Untracked => fields.u8(IO_UNTRACKED),
+                IoWait::None => fields.u8(IO_NONE),
+                IoWait::InFlight(b) => {
+                    fields.u8(IO_INFLIGHT);
+                    let id = self.string(&b.device);
+                    fields.uv(id.into());
+                    fields.u8(b.op);
+                    fields.uv(b.bytes.into());
+                    fields.uv(b.inflight_ns);
+                }
+            }
+        }
         o.uv(mask);
         o.buf.extend_from_slice(&fields.buf);
         let prev = Prev {
@@ -339,6 +354,7 @@ impl Encoder {
             ustack: us,
             target: s.target.clone(),
             app: s.app.clone(),
+            io: s.io.clone(),
         };
         self.threads.insert(
             s.ident.tid,

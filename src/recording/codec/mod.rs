@@ -1,5 +1,6 @@
-//! Snapshot encoding (format version 5; version 1 lacked user stacks, 2 the
-//! syscall's target, 3 its socket's connection, 4 the program's own wait state). Strings, processes and stacks are
+//! Snapshot encoding (format version 6; version 1 lacked user stacks, 2 the
+//! syscall's target, 3 its socket's connection, 4 the program's own wait state,
+//! 5 the block I/O request waited for). Strings, processes and stacks are
 //! defined once per key interval and then referred to by id; each thread's
 //! static fields (tgid, user, comm, cgroup, ...) are stored when they change,
 //! and its dynamic fields as a bit mask of what differs from a prediction made
@@ -25,7 +26,7 @@ use std::sync::Arc;
 use anyhow::Result;
 
 use super::varint::{In, Out};
-use crate::model::{AppWait, Arch, Snapshot, State, Syscall, Target, ThreadSample};
+use crate::model::{AppWait, Arch, BlockIo, IoWait, Snapshot, State, Syscall, Target, ThreadSample};
 
 // Snapshot flags.
 const S_INTERVAL: u64 = 1;
@@ -65,8 +66,16 @@ const M_APP: u64 = 1 << 15;
 const A_NONE: u8 = 0;
 const A_UNREAD: u8 = 1;
 const A_KNOWN: u8 = 2;
+/// Since version 6: the block I/O request waited for (`IoWait`), as
+/// `tag [device-id op:u8 bytes:v inflight:v]`; absent, a thread's first
+/// sample is untracked (what older recordings are), and later ones continue
+/// the previous: the same request, in flight for that much longer.
+const M_IO: u64 = 1 << 16;
+const IO_UNTRACKED: u8 = 0;
+const IO_NONE: u8 = 1;
+const IO_INFLIGHT: u8 = 2;
 /// The highest mask bit this version writes.
-const M_LAST: u64 = M_APP;
+const M_LAST: u64 = M_IO;
 /// The four "time since X" fields advance with the clock while nothing happens.
 const M_TIMES: [u64; 4] = [M_OFFCPU, M_ONCPU, M_RUNQ, M_SCNS];
 
@@ -85,6 +94,7 @@ struct Prev {
     ustack: u64, // same table and encoding as kstack
     target: Option<Arc<Target>>,
     app: Option<Arc<AppWait>>,
+    io: IoWait,
 }
 
 impl Default for Prev {
@@ -102,7 +112,19 @@ impl Default for Prev {
             ustack: 0,
             target: None,
             app: None,
+            io: IoWait::Untracked,
         }
+    }
+}
+
+/// The previous sample's block I/O, `dt` later: the same request, still in flight.
+fn predict_io(prev: &IoWait, dt: u64) -> IoWait {
+    match prev {
+        IoWait::InFlight(b) => IoWait::InFlight(BlockIo {
+            inflight_ns: b.inflight_ns.wrapping_add(dt),
+            ..b.clone()
+        }),
+        other => other.clone(),
     }
 }
 
