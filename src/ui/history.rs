@@ -99,7 +99,7 @@ struct Episode {
     ustack: u32,
     target: u32,
     app: u32,
-    /// Index in `History::devices`.
+    /// Id in `History::devices`; NONE_U32 without a request in flight.
     io_dev: u32,
     io_bytes: u32,
     io: u8,
@@ -249,9 +249,7 @@ pub struct History {
     stacks: Interner<ArcKey<Stack>>,
     targets: Interner<ArcKey<Target>>,
     apps: Interner<ArcKey<AppWait>>,
-    /// Disk names, never released: a machine has few.
-    devices: Vec<Arc<str>>,
-    device_ids: HashMap<Arc<str>, u32>,
+    devices: Interner<Arc<str>>,
     /// Keep snapshots newer than `latest - limit`; None keeps everything (replay).
     limit: Option<Duration>,
     /// Id of `snaps[0]`: ids count every snapshot ever pushed, so caches can
@@ -276,8 +274,7 @@ impl History {
             stacks: Interner::new(),
             targets: Interner::new(),
             apps: Interner::new(),
-            devices: Vec::new(),
-            device_ids: HashMap::new(),
+            devices: Interner::new(),
             limit,
             first_id: 0,
             samples: 0,
@@ -372,6 +369,9 @@ impl History {
                     if e.app != NONE_U32 {
                         self.apps.release(e.app);
                     }
+                    if e.io_dev != NONE_U32 {
+                        self.devices.release(e.io_dev);
+                    }
                 }
             }
             self.samples -= old.rows.len();
@@ -410,14 +410,16 @@ impl History {
         let aknown = app_key
             .as_ref()
             .map_or(Some(NONE_U32), |a| self.apps.ids.get(a).copied());
-        let (io, io_op, io_dev, io_bytes, io_start) = match &s.io {
-            IoWait::Untracked => (IO_UNTRACKED, 0, 0, 0, NONE_U64),
-            IoWait::None => (IO_NONE, 0, 0, 0, NONE_U64),
-            IoWait::InFlight(b) => {
-                let dev = self.device(&b.device);
-                (IO_INFLIGHT, b.op, dev, b.bytes, t.wrapping_sub(b.inflight_ns))
-            }
+        let (io, io_op, io_bytes, io_start) = match &s.io {
+            IoWait::Untracked => (IO_UNTRACKED, 0, 0, NONE_U64),
+            IoWait::None => (IO_NONE, 0, 0, NONE_U64),
+            IoWait::InFlight(b) => (IO_INFLIGHT, b.op, b.bytes, t.wrapping_sub(b.inflight_ns)),
         };
+        let device = match &s.io {
+            IoWait::InFlight(b) => Some(&b.device),
+            _ => None,
+        };
+        let dknown = device.map_or(Some(NONE_U32), |d| self.devices.ids.get(d).copied());
         let mut e = Episode {
             args,
             seq,
@@ -432,7 +434,7 @@ impl History {
             ustack: uknown.unwrap_or(NONE_U32),
             target: tknown.unwrap_or(NONE_U32),
             app: aknown.unwrap_or(NONE_U32),
-            io_dev,
+            io_dev: dknown.unwrap_or(NONE_U32),
             io_bytes,
             io,
             io_op,
@@ -447,12 +449,14 @@ impl History {
             .and(uknown)
             .and(tknown)
             .and(aknown)
+            .and(dknown)
             .and_then(|_| self.episodes.share(&e, prev));
         let episode = shared.unwrap_or_else(|| {
             e.kstack = stack_key.map_or(NONE_U32, |k| self.stacks.acquire(k));
             e.ustack = ustack_key.map_or(NONE_U32, |u| self.stacks.acquire(u));
             e.target = target_key.map_or(NONE_U32, |t| self.targets.acquire(t));
             e.app = app_key.map_or(NONE_U32, |a| self.apps.acquire(a));
+            e.io_dev = device.map_or(NONE_U32, |d| self.devices.acquire(d.clone()));
             self.episodes.insert(e)
         });
         self.last_episode[thread as usize] = episode;
@@ -462,16 +466,6 @@ impl History {
             cpu: s.cpu,
             state: s.state,
         }
-    }
-
-    fn device(&mut self, name: &Arc<str>) -> u32 {
-        if let Some(&id) = self.device_ids.get(name) {
-            return id;
-        }
-        let id = self.devices.len() as u32;
-        self.devices.push(name.clone());
-        self.device_ids.insert(name.clone(), id);
-        id
     }
 
     /// The row of thread `tid` in snapshot `i`, if it was sampled there.
@@ -522,7 +516,7 @@ impl History {
                 IO_UNTRACKED => IoWait::Untracked,
                 IO_NONE => IoWait::None,
                 _ => IoWait::InFlight(BlockIo {
-                    device: self.devices[e.io_dev as usize].clone(),
+                    device: self.devices.get(e.io_dev).clone(),
                     op: e.io_op,
                     bytes: e.io_bytes,
                     inflight_ns: time.wrapping_sub(e.io_start),
@@ -570,6 +564,7 @@ impl History {
             + self.stacks.bytes()
             + self.targets.bytes()
             + self.apps.bytes()
+            + self.devices.bytes()
     }
 
     /// Live entries: (threads, episodes, stacks).
